@@ -1,0 +1,32 @@
+"""Profiles: configs/<profile>.yaml holds the papermill parameters of every notebook."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import paths
+
+
+def profile_file(profile: str, root: Path | None = None) -> Path:
+    paths.layout(profile)  # validates the name
+    return (Path(root) if root else paths.repo_root()) / "configs" / f"{profile}.yaml"
+
+
+def load_profile(profile: str, root: Path | None = None) -> dict[str, Any]:
+    path = profile_file(profile, root)
+    with open(path) as fh:
+        cfg = yaml.safe_load(fh) or {}
+    for key in ("common", "notebooks"):
+        if not isinstance(cfg.get(key), dict):
+            raise ValueError(f"{path}: top-level field {key!r} must be a mapping")
+    return cfg
+
+
+def notebook_params(profile: str, notebook: str, root: Path | None = None) -> dict[str, Any]:
+    """The parameters papermill injects into `notebook` (a stem such as '20_longmem_data')."""
+    cfg = load_profile(profile, root)
+    if notebook not in cfg["notebooks"]:
+        raise KeyError(f"{profile_file(profile, root)}: no section notebooks.{notebook}")
+    return {**cfg["common"], **(cfg["notebooks"][notebook] or {})}
