@@ -1,0 +1,37 @@
+"""Saving tables and figures the same way everywhere, byte-stable across runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: notebooks run under papermill and nbval
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+# A fixed hash salt and no timestamps keep SVG/PDF/PNG bytes identical between runs.
+matplotlib.rcParams["svg.hashsalt"] = "memlife"
+matplotlib.rcParams["pdf.compression"] = 6
+
+_PNG_META = {"Software": None}
+_PDF_META = {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
+
+
+def save_table(df: pd.DataFrame, name: str, directory: Path, *, floatfmt: str = ".3f") -> Path:
+    """Write `name`.csv and `name`.md under `directory`; returns the CSV path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    csv_path = directory / f"{name}.csv"
+    df.to_csv(csv_path, index=False, lineterminator="\n")
+    (directory / f"{name}.md").write_text(df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
+    return csv_path
+
+
+def save_figure(fig: plt.Figure, name: str, directory: Path, *, dpi: int = 150) -> Path:
+    """Write `name`.png and `name`.pdf under `directory`; returns the PNG path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    png = directory / f"{name}.png"
+    fig.savefig(png, dpi=dpi, bbox_inches="tight", metadata=_PNG_META)
+    fig.savefig(directory / f"{name}.pdf", bbox_inches="tight", metadata=_PDF_META)
+    return png
