@@ -328,6 +328,15 @@ def _op(b: _Builder, type_: str, target: str | None = None, last: bool = False) 
     return found[-1] if last else found[0]
 
 
+def yours(owner: str) -> str:
+    """An owner as the assistant says it back: 'my sister' -> 'your sister'."""
+    return "your " + owner[3:] if owner.startswith("my ") else owner
+
+
+def possessive(owner: str) -> str:
+    return owner + ("'" if owner.endswith("s") else "'s")
+
+
 def spoken_name(spec: K.TargetSpec) -> str:
     """The shortest name of a target that the user's own wording contains (for answer keys)."""
     said = f" {_N(spec.np)} "
@@ -356,7 +365,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         rem, remc = _op(b, "remember", m.target), _op(b, "remember", ctl.target)
         nb = b.neighbour_event
         tent = next(e.event_id for e in b.events if e.kind == "tentative")
-        same = ("same_target", vn, f"{topic.owner}'s {m.target}")
+        same = ("same_target", vn, f"{possessive(topic.owner)} {m.target}")
         recent = ("recency_top", v3, "tentative value mentioned after the fact")
         add("OperationTrace",
             _pick(rng, ("Which of my messages gave you something about {t} worth keeping, and what exactly should be kept?",
@@ -367,7 +376,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         add("TargetBinding",
             _pick(rng, ("I mentioned {vn} at some point. Is that my {t}? If not, whose is it and what is mine?",
                         "Whose {t} is {vn}, and which one is mine?"), vn=vn, t=m.target),
-            f"{vn} is {topic.owner}'s {m.target}; yours is {v1}.",
+            f"{vn} is {possessive(yours(topic.owner))} {m.target}; yours is {v1}.",
             (*_spans(b, rem.op_id), nb), (v1,), (), (same,), (rem.op_id,))
         add("StateTransition",
             _pick(rng, ("After everything I told you, what should be on file as my {t}?",
@@ -376,7 +385,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
             (*_spans(b, rem.op_id), tent), (v1,), (vn, v3), (recent, same), (rem.op_id,))
         add("CandidateDisambiguation",
             f"I've brought up {vn}, {v1} and {v3} in our chats. Which of them is actually my {m.target}?",
-            f"{v1}. {vn} belongs to {topic.owner} and {v3} was only a tentative idea.",
+            f"{v1}. {vn} belongs to {yours(topic.owner)} and {v3} was only a tentative idea.",
             (*_spans(b, rem.op_id), nb, tent), (v1,), (vn, v3), (same, recent), (rem.op_id,))
         add("OperationApplication", f"Can you {kit.use}? Include my {m.target} and my {ctl.target}.",
             f"{m.target.capitalize()}: {v1}; {ctl.target}: {topic.control_value}.",
@@ -419,22 +428,22 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
     elif op_type == "update":
         rem, up = _op(b, "remember", m.target), _op(b, "update")
         stale = ("stale_value", v1, "superseded value")
-        same = ("same_target", vn, f"{topic.owner}'s {m.target}")
+        same = ("same_target", vn, f"{possessive(topic.owner)} {m.target}")
         add("OperationTrace",
             _pick(rng, ("Which message changed one of my details, and from what to what?",
                         "Find the message where I corrected something, and tell me what changed.")),
             f"The correction where {m.np} went from {v1} to {v2}.",
             _spans(b, up.op_id), (v2,), (), (stale,), (up.op_id,))
         add("TargetBinding",
-            f"The correction I made — which of my details did it apply to, and is {topic.owner}'s affected?",
-            f"It applied to your {m.target}, now {v2}; {topic.owner}'s ({vn}) is unaffected.",
+            f"The correction I made — which of my details did it apply to, and is {possessive(topic.owner)} affected?",
+            f"It applied to your {m.target}, now {v2}; {possessive(yours(topic.owner))} ({vn}) is unaffected.",
             (*_spans(b, up.op_id), b.neighbour_event), (v2,), (v1,), (same, stale), (up.op_id,))
         add("StateTransition", f"What is my {m.target} now, and is {v1} still valid?",
             f"It is {v2}; {v1} is no longer valid.", _spans(b, rem.op_id, up.op_id), (v2,), (v1,),
             (stale,), (rem.op_id, up.op_id))
         add("CandidateDisambiguation",
             f"Between {v1}, {v2} and {vn}, which is my current {m.target}?",
-            f"{v2}. {v1} was replaced and {vn} is {topic.owner}'s.",
+            f"{v2}. {v1} was replaced and {vn} is {possessive(yours(topic.owner))}.",
             (*_spans(b, up.op_id), b.neighbour_event), (v2,), (v1, vn), (stale, same), (up.op_id,))
         add("OperationApplication", f"Can you {kit.use}? It needs my {m.target}.",
             f"It uses {v2} as your {m.target}.", _spans(b, rem.op_id, up.op_id), (v2,), (v1,),
@@ -471,6 +480,16 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
     else:
         _trajectory_probes(b, topic, variant, add, ev)
     return probes
+
+
+def _describe(o: OpPlan) -> str:
+    if o.type == "remember":
+        return f"you gave your {o.target} ({o.new_value})"
+    if o.type == "update":
+        return f"you changed your {o.target} from {o.old_value} to {o.new_value}"
+    if o.type == "forget":
+        return f"you asked me to delete the {o.target}"
+    return f"your remarks about your {o.target} added up to a conclusion"
 
 
 def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ev) -> None:
@@ -519,9 +538,7 @@ def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ev) -> None
         f"{final}, the most recent correction; the others are superseded.",
         _spans(b, *(o.op_id for o in main_ops)), (final,), tuple(chain[:-1]), tuple(dis),
         tuple(o.op_id for o in main_ops))
-    ops_desc = "; ".join(
-        f"{o.type} {o.target}" for o in b.ops
-    )
+    ops_desc = "; ".join(_describe(o) for o in b.ops)
     add("OperationTrace",
         "List, in order, the messages where I gave you a detail to keep, changed one, or asked you to drop one.",
         f"In order: {ops_desc}.",

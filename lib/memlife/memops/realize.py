@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .plan import USER_SLOTS, ConversationPlan, Event
+from .plan import USER_SLOTS, ConversationPlan, Event, possessive, yours
 from .schema import (
     AnswerKey,
     Distractor,
@@ -37,12 +37,12 @@ STATE = (
     "Write this down somewhere: {np} is {v}.",
 )
 REUSE = (
-    "Let's go with {v} for that, like I said.",
+    "Let's go with {v} for {np}, like I said.",
     "Use {v} for {np}, same as before.",
-    "Make sure {v} is what goes on it.",
+    "Make sure {v} is what goes in for {np}.",
     "And yes, it's still {v} for {np}.",
     "Put {v} in for {np} when you get to it.",
-    "That one is {v}, no change there.",
+    "{NP} is {v}, no change there.",
 )
 UPDATE = (
     "Actually, {np} changed: it's {v} now, not {old}.",
@@ -66,10 +66,10 @@ KEEP = (
     "But hang on to {np}, {v}, I still need it.",
 )
 NEIGHBOUR = (
-    "{OWNER}'s {target} is {v}, by the way, not mine.",
-    "Don't mix it up with {owner}'s {target}, which is {v}.",
-    "{OWNER}'s {target} is {v}, if that comes up.",
-    "Separate thing: {owner}'s {target} is {v}.",
+    "{OWNER_POSS} {target} is {v}, by the way, not mine.",
+    "Don't mix it up with {owner_poss} {target}, which is {v}.",
+    "{OWNER_POSS} {target} is {v}, if that comes up.",
+    "Separate thing: {owner_poss} {target} is {v}.",
 )
 TENTATIVE = (
     "{NP} might change to {v} at some point, but nothing's decided.",
@@ -114,7 +114,7 @@ ACK = {
                "Done, the {target} is deleted from my notes.",
                "Okay, I no longer have the {target}."),
     "keep": ("Of course, your {target} stays as it is.", "Yes, I'll keep your {target} unchanged."),
-    "neighbour": ("Thanks, I'll keep {owner}'s separate from yours.", "Good to know, I won't confuse the two."),
+    "neighbour": ("Thanks, I'll keep {their} separate from yours.", "Good to know, I won't confuse the two."),
     "tentative": ("Okay, I'll treat that as a maybe and keep the current one for now.",
                   "Noted as a possibility only; nothing changes yet."),
     "clue": ("That's useful to know.", "Makes sense.", "Good to know, I'll keep that in mind.",
@@ -122,14 +122,23 @@ ACK = {
 }
 
 ITEM_REQUESTS = (
-    ("Can you add '{item}' to my to-do list?", "Added '{item}'. Your list now: {list}."),
-    ("What's still open on my list?", "Still open: {list}. I'd tackle '{first}' next."),
+    ("Can you add '{item}' to my to-do list?",
+     "Added '{item}'. Your list now: {list}. Want me to put a rough date next to each?"),
+    ("What's still open on my list?",
+     "Still open: {list}. I'd tackle '{first}' next, since the rest partly waits on it."),
     ("Which should I do first: {a} or {b}?",
      "I'd do '{a}' first, since it's quick and unblocks the rest; '{b}' can wait a few days."),
-    ("Can you turn my list into a plan for this week?", "Here's a simple plan: {plan}."),
+    ("Can you turn my list into a plan for this week?",
+     "Here's a simple plan: {plan}. I've left the weekend free as a buffer in case something slips."),
     ("Roughly how long will '{item}' take?",
      "Usually under an hour of actual work; block 45 minutes and leave room for waiting on replies."),
     ("I've done '{done}'. Can you cross it off?", "Done, '{done}' is ticked off. Remaining: {list}."),
+    ("Could you draft a quick message asking a friend to help with '{item}'?",
+     "Sure: 'Hi! Would you be free to give me a hand with {item} this week? Any evening works for me, and dinner's on me. Thanks!'"),
+    ("Can you remind me about '{item}' tomorrow?",
+     "Reminder set for '{item}' tomorrow at 9 am. If it's still open in the evening I'll bring it up again."),
+    ("What usually goes wrong with '{item}'?",
+     "The usual snag is timing: it often depends on someone else replying. Start early and keep any confirmation emails together."),
 )
 
 
@@ -138,10 +147,16 @@ def _fill(template: str, **kw) -> str:
     return text[0].upper() + text[1:]
 
 
+def _slots(e: Event) -> dict[str, str]:
+    poss = possessive(e.owner) if e.owner else ""
+    return dict(np=e.np, NP=e.np[0].upper() + e.np[1:], v=e.value, old=e.old_value, target=e.target,
+                owner=e.owner, owner_poss=poss, OWNER_POSS=poss[:1].upper() + poss[1:],
+                their=possessive(yours(e.owner)) if e.owner else "")
+
+
 def render_event(e: Event, rng: random.Random) -> str:
     """One user sentence for one planned event; it is the verbatim quote of the event."""
-    kw = dict(np=e.np, NP=e.np[0].upper() + e.np[1:], v=e.value, old=e.old_value, target=e.target,
-              owner=e.owner, OWNER=e.owner[:1].upper() + e.owner[1:])
+    kw = _slots(e)
     bank = {"state": STATE, "reuse": REUSE, "update": UPDATE, "forget": FORGET, "keep": KEEP,
             "neighbour": NEIGHBOUR, "tentative": TENTATIVE}
     if e.kind == "clue":
@@ -150,7 +165,7 @@ def render_event(e: Event, rng: random.Random) -> str:
 
 
 def _ack(e: Event, rng: random.Random) -> str:
-    return _fill(rng.choice(ACK[e.kind]), v=e.value, old=e.old_value, target=e.target, owner=e.owner)
+    return _fill(rng.choice(ACK[e.kind]), **_slots(e))
 
 
 # ----------------------------------------------------------------------------- template realizer
@@ -161,41 +176,58 @@ class _TaskState:
     todo: list[str]
     open_tasks: list[tuple[str, str]]
     items_left: list[str]
+    used: dict[int, int]
+    used_items: set[tuple[int, str]]
 
 
 def _task_exchange(state: _TaskState, rng: random.Random) -> tuple[str, str]:
-    """A user request and a grounded assistant answer; the assistant keeps the to-do list current."""
-    if state.open_tasks and rng.random() < 0.5:
+    """A user request and a grounded assistant answer; the assistant keeps the to-do list current.
+
+    Beats that were used least so far come first, so one conversation does not repeat itself.
+    """
+    if state.open_tasks and rng.random() < 0.45:
         return state.open_tasks.pop(0)
     kinds = list(range(len(ITEM_REQUESTS)))
     rng.shuffle(kinds)
+    kinds.sort(key=lambda k: state.used.get(k, 0))
     for k in kinds:
-        u, a = ITEM_REQUESTS[k]
-        if k == 0 and state.items_left:
-            item = state.items_left.pop(0)
-            state.todo.append(item)
-            return u.format(item=item), a.format(item=item, list=", ".join(state.todo))
-        if k == 1 and state.todo:
-            return u, a.format(list=", ".join(state.todo), first=state.todo[0])
-        if k == 2 and len(state.todo) >= 2:
-            x, y = state.todo[-1], state.todo[0]
-            return u.format(a=x, b=y), a.format(a=x, b=y)
-        if k == 3 and len(state.todo) >= 2:
-            days = ("Monday", "Wednesday", "Friday", "Saturday")
-            plan_text = "; ".join(f"{d}: {i}" for d, i in zip(days, state.todo))
-            return u, a.format(plan=plan_text)
-        if k == 4 and state.todo:
-            item = rng.choice(state.todo)
-            return u.format(item=item), a
-        if k == 5 and len(state.todo) >= 2:
-            done = state.todo.pop(0)
-            return u.format(done=done), a.format(done=done, list=", ".join(state.todo))
+        got = _beat(k, state, rng)
+        if got is not None:
+            state.used[k] = state.used.get(k, 0) + 1
+            return got
     if state.open_tasks:
         return state.open_tasks.pop(0)
-    item = state.items_left.pop(0) if state.items_left else "double-check everything once more"
-    state.todo.append(item)
-    u, a = ITEM_REQUESTS[0]
-    return u.format(item=item), a.format(item=item, list=", ".join(state.todo))
+    state.used[4] = state.used.get(4, 0) + 1
+    u, a = ITEM_REQUESTS[4]
+    return u.format(item=state.todo[-1] if state.todo else "the rest"), a
+
+
+def _beat(k: int, state: _TaskState, rng: random.Random) -> tuple[str, str] | None:
+    u, a = ITEM_REQUESTS[k]
+    todo = state.todo
+    if k == 0 and state.items_left:
+        item = state.items_left.pop(0)
+        todo.append(item)
+        return u.format(item=item), a.format(item=item, list=", ".join(todo))
+    if k == 1 and len(todo) >= 2:
+        return u, a.format(list=", ".join(todo), first=todo[0])
+    if k == 2 and len(todo) >= 2:
+        x, y = todo[-1], todo[0]
+        return u.format(a=x, b=y), a.format(a=x, b=y)
+    if k == 3 and len(todo) >= 2:
+        days = ("Monday", "Wednesday", "Friday", "Saturday")
+        return u, a.format(plan="; ".join(f"{d}: {i}" for d, i in zip(days, todo)))
+    if k in (4, 6, 7, 8):
+        fresh = [i for i in todo if (k, i) not in state.used_items]
+        if not fresh:
+            return None
+        item = rng.choice(fresh)
+        state.used_items.add((k, item))
+        return u.format(item=item), a.format(item=item)
+    if k == 5 and len(todo) >= 2:
+        done = todo.pop(0)
+        return u.format(done=done), a.format(done=done, list=", ".join(todo))
+    return None
 
 
 def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]:
@@ -206,7 +238,7 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
     rng.shuffle(tasks)
     items = list(kit.items)
     rng.shuffle(items)
-    state = _TaskState(todo=[], open_tasks=tasks, items_left=items)
+    state = _TaskState(todo=[], open_tasks=tasks, items_left=items, used={}, used_items=set())
     by_slot = {(e.segment, e.slot): e for e in cp.events}
     segments: list[list[Turn]] = []
     for seg in range(3):
@@ -347,8 +379,7 @@ def _sentence_in(turn_text: str, e: Event) -> str:
     # instead find the rendered sentence by the bank it came from.
     bank = {"state": STATE, "reuse": REUSE, "update": UPDATE, "forget": FORGET, "keep": KEEP,
             "neighbour": NEIGHBOUR, "tentative": TENTATIVE}[e.kind]
-    kw = dict(np=e.np, NP=e.np[0].upper() + e.np[1:], v=e.value, old=e.old_value, target=e.target,
-              owner=e.owner, OWNER=e.owner[:1].upper() + e.owner[1:])
+    kw = _slots(e)
     for tpl in bank:
         s = _fill(tpl, **kw)
         if s in turn_text:
