@@ -150,6 +150,12 @@ def gate_probe_structure(inst: Instance) -> list[GateFailure]:
         both = set(p.answer_key.required) & set(p.answer_key.forbidden)
         if both:
             fail(f"probe {p.probe_id}: {sorted(both)} both required and forbidden")
+    gone = [normalize_value(o.old_value) for o in inst.operations if o.type == "forget" and o.old_value]
+    for p in inst.probes:
+        said = f" {normalize_value(p.expected_answer)} "
+        for v in gone:
+            if f" {v} " in said:
+                fail(f"probe {p.probe_id}: expected answer repeats the deleted value {v!r}")
     for o in inst.operations:
         if o.type == "update" and (not o.old_value or not o.new_value or o.old_value == o.new_value):
             fail(f"operation {o.op_id}: an update needs distinct old and new values")

@@ -482,8 +482,10 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
     return probes
 
 
-def _describe(o: OpPlan) -> str:
+def _describe(o: OpPlan, forgotten: set[str]) -> str:
     if o.type == "remember":
+        if o.target in forgotten:  # never repeat a value the user later asked to delete
+            return f"you gave the {o.target}"
         return f"you gave your {o.target} ({o.new_value})"
     if o.type == "update":
         return f"you changed your {o.target} from {o.old_value} to {o.new_value}"
@@ -538,7 +540,8 @@ def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ev) -> None
         f"{final}, the most recent correction; the others are superseded.",
         _spans(b, *(o.op_id for o in main_ops)), (final,), tuple(chain[:-1]), tuple(dis),
         tuple(o.op_id for o in main_ops))
-    ops_desc = "; ".join(_describe(o) for o in b.ops)
+    gone = {o.target for o in forgot}
+    ops_desc = "; ".join(_describe(o, gone) for o in b.ops)
     add("OperationTrace",
         "List, in order, the messages where I gave you a detail to keep, changed one, or asked you to drop one.",
         f"In order: {ops_desc}.",
