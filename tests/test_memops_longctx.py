@@ -21,7 +21,7 @@ def test_length_follows_the_target(instances, target):
     e = L.embed(instances[0], target, seed=0)
     total = sum(tokens.count(t.text) for conv in long_context_history(e) for t in conv)
     assert total == e.long_context.approx_tokens
-    assert 0.9 * target <= total <= 1.35 * target + 2000  # at least three host conversations
+    assert 0.95 * target <= total <= target  # never over: the embedded model has an 8k window
 
 
 def test_segments_dispersed_in_order_into_different_conversations(instances):

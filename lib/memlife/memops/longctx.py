@@ -47,8 +47,13 @@ def _corpus():
     from memlife import corpus, tokens
 
     dialogues = [d for d in corpus.load_dialogues() if len(d.turns) >= 4]
-    sizes = [sum(tokens.count(t["content"]) for t in d.turns) for d in dialogues]
+    # Only whole user/assistant exchanges are used: a dialogue's dangling last user turn is dropped.
+    sizes = [sum(tokens.count(t["content"]) for t in _even(d.turns)) for d in dialogues]
     return dialogues, sizes
+
+
+def _even(turns):
+    return turns[: len(turns) - len(turns) % 2]
 
 
 def _tokens(turns) -> int:
@@ -86,14 +91,19 @@ def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | No
     total = 0
     order = list(range(len(dialogues)))
     rng.shuffle(order)
+    # No single host may take more than a third of the budget, so three hosts always fit and a
+    # short target (the embedded model's 8k window) is not blown by one very long dialogue.
+    cap = max(budget / 3, 200)
     for idx in order:
+        if sizes[idx] > cap:
+            continue
         if len(chosen) >= 3 and total + sizes[idx] > budget:
-            if total >= budget * 0.97 or len(chosen) > 10_000:
+            if total >= budget * 0.99:
                 break
             continue  # too long for what is left: try a shorter one
         chosen.append(idx)
         total += sizes[idx]
-        if len(chosen) >= 3 and total >= budget:
+        if len(chosen) >= 3 and total >= budget * 0.99:
             break
     if len(chosen) < 3:
         raise ValueError(f"{inst.instance_id}: corpus too small for three host conversations")
@@ -102,18 +112,17 @@ def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | No
     hosts = sorted(rng.sample(range(len(chosen)), 3))
     plan: dict[int, list[tuple[int, str, object]]] = {c: [] for c in range(len(chosen))}
     for seg, c in enumerate(hosts):
-        n = len(dialogues[chosen[c]].turns)
+        n = len(_even(dialogues[chosen[c]].turns))
         plan[c].append((rng.choice(_even_positions(n)), "segment", seg))
     for k, (op, turns) in enumerate(snippets):
         c = rng.randrange(len(chosen))
-        n = len(dialogues[chosen[c]].turns)
+        n = len(_even(dialogues[chosen[c]].turns))
         plan[c].append((rng.choice(_even_positions(n)), "distractor", k))
 
     conversations, insertions, cdistractors = [], [], []
-    trimmed = 0
     for c, idx in enumerate(chosen):
         d = dialogues[idx]
-        base = [Turn(role=t["role"], text=t["content"]) for t in d.turns]
+        base = [Turn(role=t["role"], text=t["content"]) for t in _even(d.turns)]
         # Stable order at one position: segments before distractors, then by index.
         blocks = sorted(plan[c], key=lambda x: (x[0], x[1] != "segment", x[2]))
         out: list[Turn] = []
@@ -132,14 +141,11 @@ def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | No
                 bi += 1
             if pos < len(base):
                 out.append(base[pos])
-        if len(out) % 2:  # a dialogue that ends on the user's side gets no dangling turn
-            trimmed += _tokens(out[-1:])
-            out = out[:-1]
         conversations.append(LongConversation(conversation_id=f"{inst.instance_id}-c{c}",
                                               source=f"chitchat:{d.dialogue_id}", turns=out))
     insertions.sort(key=lambda i: i.segment)
     # Counted from the cached per-dialogue sizes, so paper-scale histories are not re-tokenized.
-    approx = total - trimmed + evidence_tokens + sum(_tokens(t) for _, t in snippets)
+    approx = total + evidence_tokens + sum(_tokens(t) for _, t in snippets)
     lc = LongContext(conversations=conversations, insertions=insertions, context_distractors=cdistractors,
                      approx_tokens=approx)
     new = inst.model_copy(deep=True)
