@@ -8,7 +8,7 @@ import pytest
 
 from memlife.memops import plan as P
 from memlife.memops import realize as R
-from memlife.memops.schema import PAPER_CATEGORY_COUNTS, PROBE_TYPES, dumps
+from memlife.memops.schema import PAPER_CATEGORY_COUNTS, PROBE_TYPES, dumps, normalize_value
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,24 @@ def test_select_pairs_keeps_everything_without_a_cap():
     capped = P.select_pairs(topics, 11, 0)
     assert len(capped) == 11
     assert max(Counter(op for _, op in capped).values()) - min(Counter(op for _, op in capped).values()) <= 1
+
+
+@pytest.mark.parametrize("text, person, want", [
+    ("The user works mostly remotely, with one office day a week.", "you",
+     "You work mostly remotely, with one office day a week."),
+    ("the user never goes to the office", "I", "I never go to the office"),
+    ("the user is allergic to caffeine", "you", "you are allergic to caffeine"),
+    ("The user's sleep is disrupted on weekdays.", "you", "Your sleep is disrupted on weekdays."),
+    ("the user dislikes their team", "I", "I dislike my team"),
+    ("Lena values experiences more than physical gifts.", "you", "Lena values experiences more than physical gifts."),
+])
+def test_as_person_rewrites_claims_about_the_user(text, person, want):
+    assert P.as_person(text, person) == want
+
+
+def test_reflect_probes_forbid_unsupported_claims_in_both_wordings(paper_plan):
+    cp = next(c for c in paper_plan if c.op_type == "reflect")
+    for p in cp.probes:
+        for u in cp.topic.reflect.unsupported:
+            assert normalize_value(u) in p.forbidden
+            assert normalize_value(P.as_person(u, "you")) in p.forbidden

@@ -333,6 +333,37 @@ def yours(owner: str) -> str:
     return "your " + owner[3:] if owner.startswith("my ") else owner
 
 
+_AUX = {"is": ("am", "are"), "has": ("have", "have"), "was": ("was", "were")}
+
+
+def as_person(text: str, person: str) -> str:
+    """Rewrite a third-person claim about 'the user' in the first ('I') or second ('you') person.
+
+    Background conclusions are written about "the user"; probes address the user directly.
+    """
+    import re
+
+    subj = "I" if person == "I" else "you"
+    poss = "my" if person == "I" else "your"
+
+    def verb(m: re.Match) -> str:
+        lead, adv, v = m.group(1), m.group(2) or "", m.group(3)
+        if v in _AUX:
+            v = _AUX[v][0 if person == "I" else 1]
+        elif v.endswith("ies"):
+            v = v[:-3] + "y"
+        elif v.endswith(("sses", "shes", "ches", "xes", "oes")):
+            v = v[:-2]
+        elif v.endswith("s") and not v.endswith("ss"):
+            v = v[:-1]
+        word = subj.capitalize() if lead[0].isupper() else subj
+        return f"{word} {adv}{v}"
+
+    text = re.sub(r"\b([Tt]he user)'s\b", lambda m: poss.capitalize() if m.group(1)[0] == "T" else poss, text)
+    text = re.sub(r"\b([Tt]he user) ((?:never|always|still|actively|only|mostly) )?(\w+)", verb, text)
+    return re.sub(r"\btheir\b", poss, text)
+
+
 def possessive(owner: str) -> str:
     return owner + ("'" if owner.endswith("s") else "'s")
 
@@ -453,27 +484,29 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
              f"The task must use {v2}."))
     elif op_type == "reflect":
         rfl = _op(b, "reflect")
+        # Answers address the user, so an over-generalization is forbidden in either wording.
+        unsup = tuple(dict.fromkeys([*rf.unsupported, *(as_person(u, "you") for u in rf.unsupported)]))
         over = ("same_target", rf.unsupported[0], "over-generalization of the same clues")
         recent = ("recency_top", rf.clues[2], "the last clue alone does not carry the conclusion")
         prov = _spans(b, rfl.op_id)
         add("OperationTrace",
             f"Which of my messages tell you something about my {rf.target}, and what can you conclude from them?",
-            f"The three remarks about your {rf.target} together suggest: {rf.conclusion}",
-            prov, (rf.key,), rf.unsupported, (over,), (rfl.op_id,))
+            f"The three remarks about your {rf.target} together suggest: {as_person(rf.conclusion, 'you')}",
+            prov, (rf.key,), unsup, (over,), (rfl.op_id,))
         add("TargetBinding",
             f"What you picked up from my remarks — is it about my {rf.target} in particular, or a broad claim about me?",
-            f"It is about your {rf.target} only: {rf.conclusion}", prov, (rf.key,), rf.unsupported,
+            f"It is about your {rf.target} only: {as_person(rf.conclusion, 'you')}", prov, (rf.key,), unsup,
             (over,), (rfl.op_id,))
         add("StateTransition", f"What, if anything, should you now keep in mind about my {rf.target}?",
-            rf.conclusion, prov, (rf.key,), rf.unsupported, (over, recent), (rfl.op_id,))
+            as_person(rf.conclusion, "you"), prov, (rf.key,), unsup, (over, recent), (rfl.op_id,))
         add("CandidateDisambiguation",
-            f"Would it be fair to say that {rf.unsupported[0]}? Or is there a narrower conclusion?",
-            f"No. The remarks only support a narrower point: {rf.conclusion}", prov, (rf.key,),
-            rf.unsupported, (over,), (rfl.op_id,))
+            f"Would it be fair to say that {as_person(rf.unsupported[0], 'I')}? Or is there a narrower conclusion?",
+            f"No. The remarks only support a narrower point: {as_person(rf.conclusion, 'you')}", prov, (rf.key,),
+            unsup, (over,), (rfl.op_id,))
         add("OperationApplication",
             f"Given what you've noticed about me, what would you keep in mind if you {kit.items[0]} for me?",
-            f"Keep in mind that {rf.conclusion[0].lower()}{rf.conclusion[1:]}", prov, (rf.key,),
-            rf.unsupported, (over, recent), (rfl.op_id,), True, (rfl.evidence[0], rfl.evidence[1], rfl.trigger),
+            f"Keep in mind that {as_person(rf.conclusion[0].lower() + rf.conclusion[1:], 'you')}", prov, (rf.key,),
+            unsup, (over, recent), (rfl.op_id,), True, (rfl.evidence[0], rfl.evidence[1], rfl.trigger),
             ("Each remark on its own is a single observation.",
              f"Together they point the same way: {rf.conclusion}",
              f"They do not justify broader claims such as '{rf.unsupported[0]}'."))
@@ -515,7 +548,7 @@ def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ev) -> None
     if forgot:
         extra += f" The {tmp.target} was stored and later deleted at your request."
     if reflect:
-        extra += f" From your remarks: {topic.reflect.conclusion}"
+        extra += f" From your remarks: {as_person(topic.reflect.conclusion, 'you')}"
     req_final = tuple(chain) + ((topic.reflect.key,) if reflect else ())
     add("StateTrajectory",
         f"Walk me through how my {m.target} changed over our conversations, and where things stand now. "

@@ -103,6 +103,36 @@ CLOSE_ASSISTANT = (
     "Glad it helped. I'll keep the plan as it stands until you tell me otherwise.",
 )
 
+# Small talk that makes a user turn sound like a person in the middle of something.
+USER_COLOUR = (
+    "Work has been hectic, so I'm trying to get ahead of this.",
+    "I've been putting this off for a week, honestly.",
+    "I only have twenty minutes before my next call.",
+    "It's been one of those days.",
+    "I'm on my phone, so excuse the typos.",
+    "Slowly getting there.",
+    "I want to get this sorted before the weekend.",
+    "My head is full of other things today.",
+)
+# Offers that close an assistant turn the way a helpful person would.
+ASSISTANT_OFFER = (
+    "Want me to turn that into a checklist?",
+    "I can draft the message for you if that helps.",
+    "Shall I put a date next to it?",
+    "Let me know if you'd like a shorter version.",
+    "Happy to go into more detail on any of that.",
+)
+SETTING_BEATS = (
+    ("Any general advice while I'm {setting}?",
+     "Keep one running list (I'm keeping it here), deal first with anything that needs other people, and batch the "
+     "small admin into one evening. Most of the stress comes from surprises, so a quick weekly check-in helps."),
+    ("I'm a bit overwhelmed with everything. Where do I even start?",
+     "Start with the one thing that has a fixed deadline, then anything that depends on someone else replying. "
+     "Everything else can wait until those are moving; ten minutes a day is enough to keep on top of it."),
+    ("Can you summarise where we are so far?",
+     "So far: {todo_summary}. Nothing is urgent today, and the next step is whatever you can finish in one sitting."),
+)
+
 ACK = {
     "state": ("Got it, I've noted {v} as your {target}.", "Noted: your {target} is {v}.",
               "Thanks, {v} for the {target}.", "Okay, {target}: {v}."),
@@ -134,7 +164,7 @@ ITEM_REQUESTS = (
      "Usually under an hour of actual work; block 45 minutes and leave room for waiting on replies."),
     ("I've done '{done}'. Can you cross it off?", "Done, '{done}' is ticked off. Remaining: {list}."),
     ("Could you draft a quick message asking a friend to help with '{item}'?",
-     "Sure: 'Hi! Would you be free to give me a hand with {item} this week? Any evening works for me, and dinner's on me. Thanks!'"),
+     "Sure: 'Hi! Would you be free to help me {item} this week? Any evening works for me, and dinner's on me. Thanks!'"),
     ("Can you remind me about '{item}' tomorrow?",
      "Reminder set for '{item}' tomorrow at 9 am. If it's still open in the evening I'll bring it up again."),
     ("What usually goes wrong with '{item}'?",
@@ -240,6 +270,12 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
     rng.shuffle(items)
     state = _TaskState(todo=[], open_tasks=tasks, items_left=items, used={}, used_items=set())
     by_slot = {(e.segment, e.slot): e for e in cp.events}
+    colour = list(USER_COLOUR)
+    rng.shuffle(colour)
+    offers = list(ASSISTANT_OFFER)
+    rng.shuffle(offers)
+    beats = list(SETTING_BEATS)
+    rng.shuffle(beats)
     segments: list[list[Turn]] = []
     for seg in range(3):
         turns: list[Turn] = []
@@ -250,6 +286,8 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
             if slot == 0:
                 opener = OPEN_FIRST if seg == 0 else OPEN_AGAIN
                 user_parts.append(_fill(rng.choice(opener), setting=cp.topic.background.setting))
+            elif rng.random() < 0.3:
+                user_parts.append(colour.pop() if colour else rng.choice(USER_COLOUR))
             if e is not None:
                 user_parts.append(render_event(e, rng))
                 asst_parts.append(_ack(e, rng))
@@ -258,9 +296,18 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
                 user_parts.append(rng.choice(CLOSE_USER))
                 asst_parts.append(rng.choice(CLOSE_ASSISTANT))
             else:
-                u, a = _task_exchange(state, rng)
+                usable = [x for x in beats if state.todo or "{todo_summary}" not in x[1]]
+                if usable and rng.random() < 0.25:
+                    u, a = usable[0]
+                    beats.remove(usable[0])
+                    todo = ", ".join(state.todo) if state.todo else "nothing is on the list yet"
+                    u, a = u.format(setting=cp.topic.background.setting), a.format(todo_summary=todo)
+                else:
+                    u, a = _task_exchange(state, rng)
                 user_parts.append(u)
                 asst_parts.append(a)
+                if offers and rng.random() < 0.35 and not a.endswith("?"):
+                    asst_parts.append(offers.pop())
             turns.append(Turn(role="user", text=" ".join(user_parts)))
             turns.append(Turn(role="assistant", text=" ".join(asst_parts)))
         segments.append(turns)
