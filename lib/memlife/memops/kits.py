@@ -422,7 +422,7 @@ KITS: tuple[Kit, ...] = (
     ),
     Kit(
         key="laptop", category="Preferences & Devices", subtopic="devices",
-        settings=("setting up a new work laptop", "troubleshooting my home network", "choosing a new phone"),
+        settings=("setting up a new work laptop", "troubleshooting my home network", "setting up a home office"),
         main=T("laptop model", "my laptop", ("work laptop", "computer"),
                ("a ThinkPad X1 Carbon", "a MacBook Air M3", "a Dell XPS 13", "a Framework 13", "a Surface Laptop 6")),
         temp=T("setup recovery key", "the setup recovery key IT sent", ("recovery key",),

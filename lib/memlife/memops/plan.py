@@ -22,6 +22,7 @@ from .schema import (
     Neighbour,
     Reflection,
     Supersession,
+    key_value,
     normalize_value,
 )
 
@@ -388,7 +389,8 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
 
     def add(ptype, q, a, prov, req, forb=(), dis=(), ops=(), multi=False, sources=(), inf=()):
         probes.append(ProbePlan(f"{iid}-p{len(probes) + 1}", ptype, q, a, tuple(prov),
-                                tuple(_N(x) for x in req), tuple(_N(x) for x in forb),
+                                tuple(dict.fromkeys(key_value(x) for x in req)),
+                                tuple(dict.fromkeys(key_value(x) for x in forb)),
                                 tuple(dis), tuple(ops), multi, tuple(sources), tuple(inf)))
 
     ev = {e.event_id: e for e in b.events}

@@ -50,7 +50,7 @@ UPDATE = (
     "Sorry, I got that wrong earlier: {np} is {v}, not {old}.",
     "Change of plan: {np} is now {v} instead of {old}.",
     "Scratch {old}; {np} is {v} from now on.",
-    "Heads up, {np} moved from {old} to {v}.",
+    "Heads up, {np} is now {v}; it used to be {old}.",
 )
 FORGET = (
     "Please forget {np} I gave you; I don't want it kept anywhere.",
@@ -326,6 +326,7 @@ LLM_SYSTEM = (
 
 def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
     kit = cp.topic.kit
+    fixed = fixed_sentences(cp)
     lines = [
         f"Situation: the user is {cp.topic.background.setting} ({kit.subtopic}).",
         "Write exactly 8 turns: user, assistant, user, assistant, user, assistant, user, assistant.",
@@ -334,7 +335,7 @@ def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
     ]
     for e in cp.events:
         if e.segment == seg:
-            lines.append(f"- user turn {e.slot + 1}: \"{render_event(e, random.Random(e.event_id))}\"")
+            lines.append(f"- user turn {e.slot + 1}: \"{fixed[e.event_id]}\"")
     if seg > 0:
         lines.append("This is a later session of the same conversation; the user greets briefly.")
     if feedback:
@@ -344,7 +345,7 @@ def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
 
 def fixed_sentences(cp: ConversationPlan) -> dict[str, str]:
     """The sentence each event must appear as, shared by the LLM realizer and its gate."""
-    return {e.event_id: render_event(e, random.Random(e.event_id)) for e in cp.events}
+    return {e.event_id: render_event(e, random.Random(f"{cp.instance_id}:{e.event_id}")) for e in cp.events}
 
 
 def realize_llm(cp: ConversationPlan, attempt: int = 0, feedback: str = "") -> list[list[Turn]]:
