@@ -329,9 +329,12 @@ def _op(b: _Builder, type_: str, target: str | None = None, last: bool = False) 
     return found[-1] if last else found[0]
 
 
-def yours(owner: str) -> str:
-    """An owner as the assistant says it back: 'my sister' -> 'your sister'."""
-    return "your " + owner[3:] if owner.startswith("my ") else owner
+def yours(phrase: str) -> str:
+    """A phrase as the assistant says it back: 'my sister' -> 'your sister', 'our hotel' -> 'your hotel'."""
+    for mine in ("my ", "our "):
+        if phrase.startswith(mine):
+            return "your " + phrase[len(mine):]
+    return phrase
 
 
 _AUX = {"is": ("am", "are"), "has": ("have", "have"), "was": ("was", "were")}
@@ -404,7 +407,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
             _pick(rng, ("Which of my messages gave you something about {t} worth keeping, and what exactly should be kept?",
                         "Point me to where I told you {np}, and say what you should hold on to from it."),
                   t=m.target, np=m.np),
-            f"The message where you said {m.np} is {v1}: keep {v1} as your {m.target}.",
+            f"The message where you said {yours(m.np)} is {v1}: keep {v1} as your {m.target}.",
             _spans(b, rem.op_id), (v1,), (vn, v3), (same, recent), (rem.op_id,))
         add("TargetBinding",
             _pick(rng, ("I mentioned {vn} at some point. Is that my {t}? If not, whose is it and what is mine?",
@@ -434,7 +437,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         add("OperationTrace",
             _pick(rng, ("Which of my messages asked you to drop something, and what exactly should be removed?",
                         "Where did I ask you to get rid of a detail, and which detail was it?")),
-            f"Your request to delete {tmp.np}: the {tmp.target} is removed, while your {ctl.target} stays.",
+            f"Your request to delete {yours(tmp.np)}: the {tmp.target} is removed, while your {ctl.target} stays.",
             _spans(b, fg.op_id), (spoken_name(tmp),), (topic.temp_value,), (keep,), (fg.op_id,))
         add("TargetBinding",
             f"When I asked you to delete something, did that apply to my {ctl.target} or to the {tmp.target}?",
@@ -465,7 +468,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         add("OperationTrace",
             _pick(rng, ("Which message changed one of my details, and from what to what?",
                         "Find the message where I corrected something, and tell me what changed.")),
-            f"The correction where {m.np} went from {v1} to {v2}.",
+            f"The correction where {yours(m.np)} went from {v1} to {v2}.",
             _spans(b, up.op_id), (v2,), (), (stale,), (up.op_id,))
         add("TargetBinding",
             f"The correction I made — which of my details did it apply to, and is {possessive(topic.owner)} affected?",

@@ -172,6 +172,25 @@ ITEM_REQUESTS = (
 )
 
 
+# Other wordings of the same beats (same slots), so the stock requests vary between conversations.
+ITEM_VARIANTS = {
+    0: (("Put '{item}' on the list, please.", "Done. The list so far: {list}."),
+        ("Don't let me forget to {item}.", "It's on the list now: {list}. I'll bring it up when we next go through it.")),
+    1: (("Where are we with the list?", "Open items: {list}. '{first}' is the one I'd move on next."),),
+    2: (("Should I start with {a} or {b}?",
+         "Go with '{a}' first; it takes the least time, and '{b}' is easier once that's done."),),
+    3: (("Can you spread the list over the next few days?", "Sure: {plan}. That keeps each day light."),),
+    4: (("Is '{item}' a big job?",
+         "Not really. Most of it is waiting on someone else; the hands-on part is maybe half an hour."),),
+    5: (("'{done}' is done!", "Nice work, ticked off. Still to go: {list}."),),
+    6: (("Can you write a short text asking my neighbour for help to {item}?",
+         "Here you go: 'Hi, sorry to bother you! Any chance you could help me {item} one evening this week? Happy to return the favour.'"),),
+    7: (("Nudge me about '{item}' on Thursday?", "Will do: a reminder for '{item}' on Thursday morning."),),
+    8: (("Anything I should watch out for with '{item}'?",
+         "Mostly deadlines and paperwork: check whether it needs a reference number or an appointment, and keep the confirmation."),),
+}
+
+
 def _fill(template: str, **kw) -> str:
     text = template.format(**kw)
     return text[0].upper() + text[1:]
@@ -233,7 +252,7 @@ def _task_exchange(state: _TaskState, rng: random.Random) -> tuple[str, str]:
 
 
 def _beat(k: int, state: _TaskState, rng: random.Random) -> tuple[str, str] | None:
-    u, a = ITEM_REQUESTS[k]
+    u, a = rng.choice((ITEM_REQUESTS[k], *ITEM_VARIANTS.get(k, ())))
     todo = state.todo
     if k == 0 and state.items_left:
         item = state.items_left.pop(0)
