@@ -350,6 +350,8 @@ def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
         f"Situation: the user is {cp.topic.background.setting} ({kit.subtopic}).",
         "Write exactly 8 turns: user, assistant, user, assistant, user, assistant, user, assistant.",
         "Return JSON: {\"turns\": [8 strings]}.",
+        "Each turn is 2-5 sentences. The assistant does concrete work (a plan, a list, a draft, a comparison) "
+        "based on what the user just said.",
         "Each user turn listed below MUST contain the given sentence exactly, character for character:",
     ]
     for e in cp.events:
