@@ -369,7 +369,7 @@ def as_person(text: str, person: str) -> str:
 
 
 def possessive(owner: str) -> str:
-    return owner + ("'" if owner.endswith("s") else "'s")
+    return owner + "'s"  # owners are singular people ("Jess's"), never plurals
 
 
 def spoken_name(spec: K.TargetSpec) -> str:

@@ -66,7 +66,7 @@ KEEP = (
     "But hang on to {np}, {v}, I still need it.",
 )
 NEIGHBOUR = (
-    "{OWNER_POSS} {target} is {v}, by the way, not mine.",
+    "{OWNER_POSS} {target} is {v}, by the way, so don't mix them up.",
     "Don't mix it up with {owner_poss} {target}, which is {v}.",
     "{OWNER_POSS} {target} is {v}, if that comes up.",
     "Separate thing: {owner_poss} {target} is {v}.",
