@@ -222,3 +222,28 @@ def test_template_realizer_output_passes_every_gate():
     for cp in P.plan(P.PlanParams(n_topics=12, seed=3)):
         inst = R.template_instance(cp)
         assert G.check(inst) == [], cp.instance_id
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=10_000), n_topics=st.integers(min_value=1, max_value=6),
+       attempt=st.integers(min_value=0, max_value=3))
+def test_every_seed_gives_instances_that_pass_every_gate(seed, n_topics, attempt):
+    from memlife.memops import plan as P
+    from memlife.memops import realize as R
+
+    for cp in P.plan(P.PlanParams(n_topics=n_topics, seed=seed)):
+        inst = R.template_instance(cp, attempt)
+        assert G.check(inst) == [], cp.instance_id
+        for op in inst.operations:
+            for span in (op.trigger, *op.evidence):
+                assert inst.segments[span.segment][span.turn].role == "user"
+                assert span.quote in inst.segments[span.segment][span.turn].text
+
+
+@given(st.text(max_size=40))
+def test_normalize_value_is_idempotent(text):
+    assert normalize_value(normalize_value(text)) == normalize_value(text)
