@@ -1,4 +1,4 @@
-"""After a notebook run with an API key set, no byte of the key is anywhere on disk."""
+"""The notebook runner: usage summaries, a rerun that is all cache hits, and no secret on disk."""
 import shutil
 from pathlib import Path
 
@@ -30,3 +30,27 @@ def test_no_api_key_in_results_cache_logs_or_notebooks(tmp_path, monkeypatch, fa
     assert (root / "results" / "notebooks" / "00_backend.ipynb").exists()
     assert (root / "results" / "usage" / "00_backend.json").exists()
     assert scanned >= 4
+
+
+def test_second_run_makes_no_uncached_call(tmp_path, monkeypatch, fault_server):
+    import json
+
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / "00_backend.ipynb", root / "notebooks")
+    shutil.copytree(ROOT / "configs", root / "configs")
+    monkeypatch.setenv("MEMLIFE_ROOT", str(root))
+    monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(root / ".cache"))
+    monkeypatch.setenv("MEMLIFE_BASE_URL", fault_server.base_url)
+    monkeypatch.setenv("MEMLIFE_MODEL", "local-model")
+
+    from memlife import runner
+
+    first = runner.run_notebook("00_backend", "smoke", root=root)
+    sent = sum(fault_server.received.values())
+    second = runner.run_notebook("00_backend", "smoke", root=root)
+    assert first["cached_calls"] < first["calls"]
+    assert second["calls"] == first["calls"] and second["cached_calls"] == second["calls"]
+    assert sum(fault_server.received.values()) == sent  # nothing reached the server
+    on_disk = json.loads((root / "results" / "usage" / "00_backend.json").read_text())
+    assert on_disk["cached_calls"] == on_disk["calls"] and on_disk["unpriced_models"] == []
