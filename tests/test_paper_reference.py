@@ -5,8 +5,10 @@ import pytest
 
 from memlife import paper_reference as pr
 
-PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "papers" / pr.RESTORE_PAPER
-CANDIDATES = [PAPER, PAPER.parents[2] / "shared" / "papers" / pr.RESTORE_PAPER,
+ROOT = Path(__file__).resolve().parents[1]
+# The papers sit in shared/ inside a checkout that has one, or next to the checkout.
+CANDIDATES = [ROOT / "shared" / "papers" / pr.RESTORE_PAPER,
+              ROOT.parent / "shared" / "papers" / pr.RESTORE_PAPER,
               Path("/work/shared/papers") / pr.RESTORE_PAPER]
 
 
