@@ -153,3 +153,19 @@ def test_bins_partition_errors_and_forced_gold_has_no_recoverable():
     assert (t.loc[t["policy"] == "no_evict", "irreversible"] == 0).all()
     # Seeds pooled: every cell has questions x seeds observations.
     assert (t["n_observations"] == 30 * 3).all()
+
+
+def test_empty_labels_are_excluded_and_counted_not_guessed():
+    rec = hand_records()
+    rec["correct"] = rec["correct"].astype(object)
+    # q1 s0's policy label is empty (an errored judge call), and so is q2 s0's restore label.
+    rec.loc[(rec["question_id"] == "q1") & (rec["arm"] == "policy") & (rec["seed"] == 0)
+            & (rec["policy"] == "fifo"), "correct"] = None
+    rec.loc[(rec["question_id"] == "q2") & (rec["arm"] == "restore"), "correct"] = None
+    with pytest.warns(UserWarning, match=r"2 observation\(s\) excluded.*'j': 2"):
+        obs = d.observations(rec)
+    assert obs.attrs["n_excluded_unlabelled"] == 2
+    fifo = d.decompose(obs).iloc[0]
+    # Of the hand table, q1 s0 (irreversible) and q2 s0 (residual) drop out.
+    assert (fifo.n_observations, fifo.n_oracle_answerable, fifo.n_errors) == (6, 4, 2)
+    assert (fifo.irreversible, fifo.recoverable, fifo.residual) == (1, 1, 0)

@@ -14,6 +14,7 @@ two_bin_share = irreversible / (irreversible + recoverable), undefined when both
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -170,16 +171,18 @@ def observations(records: pd.DataFrame, source: str = "records") -> pd.DataFrame
 
     Raises RecordsError for a policy row without its clean-gold row, or an oracle-answerable
     error without its restore row (the restore arm is only needed where there is an error).
+    Observations whose needed labels are empty (an errored judge call) are excluded with a
+    warning; `attrs["n_excluded_unlabelled"]` counts them.
     """
     rec = records if "_row" in records.columns else normalize_records(records, source)
     key = list(OBSERVATION_KEY)
     pol = _unique_arm(rec, "policy", key, source)
     if pol.empty:
         raise RecordsError(f"{source}: no policy rows")
-    if pol["correct"].isna().any() or pol["n_gold_evicted"].isna().any():
-        bad = pol[pol["correct"].isna() | pol["n_gold_evicted"].isna()]
+    if pol["n_gold_evicted"].isna().any():
+        bad = pol[pol["n_gold_evicted"].isna()]
         raise RecordsError(
-            f"{source}: policy row {int(bad['_row'].iloc[0])} lacks correct or n_gold_evicted "
+            f"{source}: policy row {int(bad['_row'].iloc[0])} lacks n_gold_evicted "
             f"({_describe(bad, key, 1)})"
         )
     clean_key = ["question_id", "reader", "judge"]
@@ -197,25 +200,34 @@ def observations(records: pd.DataFrame, source: str = "records") -> pd.DataFrame
             f"{source}: {int(orphan.sum())} policy row(s) have no clean_gold row for the same "
             f"question_id, reader, judge; missing: {_describe(obs[orphan], clean_key)}"
         )
-    if obs["clean_correct"].isna().any():
-        raise RecordsError(
-            f"{source}: clean_gold row without a correct label for "
-            f"{_describe(obs[obs['clean_correct'].isna()], clean_key, 1)}"
-        )
     obs = obs.drop(columns="_merge")
     for arm in ("restore", *ABLATION_ARMS):
         rows = _unique_arm(rec, arm, key, source)[key + ["correct"]]
-        obs = obs.merge(rows.rename(columns={"correct": f"{arm}_correct"}), on=key, how="left")
+        obs = obs.merge(rows.rename(columns={"correct": f"{arm}_correct"}), on=key, how="left",
+                        indicator=f"{arm}_present")
+        obs[f"{arm}_present"] = obs[f"{arm}_present"] == "both"
         obs[f"{arm}_correct"] = obs[f"{arm}_correct"].astype("boolean")
 
-    oracle = obs["clean_correct"].astype(bool)
-    error = oracle & ~obs["policy_correct"].astype(bool)
-    no_restore = error & obs["restore_correct"].isna()
+    # A judge call that errored or did not parse leaves `correct` empty. Such an observation
+    # cannot be classified; it is excluded (as the paper excludes its errored audit calls) and
+    # counted, rather than guessed.
+    oracle = obs["clean_correct"].fillna(False).astype(bool)
+    error = oracle & ~obs["policy_correct"].fillna(True).astype(bool)
+    no_restore = error & ~obs["restore_present"]
     if no_restore.any():
         raise RecordsError(
-            f"{source}: {int(no_restore.sum())} oracle-answerable error(s) have no restore row "
-            f"(or no label on it); missing: {_describe(obs[no_restore], key)}"
+            f"{source}: {int(no_restore.sum())} oracle-answerable error(s) have no restore row; "
+            f"missing: {_describe(obs[no_restore], key)}"
         )
+    unlabelled = (obs["clean_correct"].isna() | obs["policy_correct"].isna()
+                  | (error & obs["restore_correct"].isna()))
+    if unlabelled.any():
+        by_judge = obs.loc[unlabelled, "judge"].value_counts().sort_index().to_dict()
+        warnings.warn(
+            f"{source}: {int(unlabelled.sum())} observation(s) excluded for an empty correct "
+            f"label (by judge: {by_judge})", stacklevel=2)
+    obs = obs[~unlabelled].copy()
+    oracle, error = oracle[~unlabelled], error[~unlabelled]
     restored = obs["restore_correct"].fillna(False).astype(bool)
     evicted = obs["n_gold_evicted"].astype(int) > 0
     obs["n_observations"] = 1
@@ -225,7 +237,10 @@ def observations(records: pd.DataFrame, source: str = "records") -> pd.DataFrame
     obs["recoverable"] = (error & restored & ~evicted).astype(int)
     obs["residual"] = (error & ~restored).astype(int)
     obs["n_correct"] = obs["policy_correct"].astype(bool).astype(int)
-    return sort_cells(obs, extra=["question_id", "seed"]).reset_index(drop=True)
+    out = sort_cells(obs.drop(columns=[f"{a}_present" for a in ("restore", *ABLATION_ARMS)]), extra=["question_id", "seed"])
+    out = out.reset_index(drop=True)
+    out.attrs["n_excluded_unlabelled"] = int(unlabelled.sum())
+    return out
 
 
 def sort_cells(df: pd.DataFrame, extra: list[str] | None = None) -> pd.DataFrame:
