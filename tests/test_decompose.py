@@ -169,3 +169,20 @@ def test_empty_labels_are_excluded_and_counted_not_guessed():
     # Of the hand table, q1 s0 (irreversible) and q2 s0 (residual) drop out.
     assert (fifo.n_observations, fifo.n_oracle_answerable, fifo.n_errors) == (6, 4, 2)
     assert (fifo.irreversible, fifo.recoverable, fifo.residual) == (1, 1, 0)
+
+
+def test_extension_dtypes_and_object_dtypes_give_the_same_decomposition(tmp_path):
+    """Part 1 writes pandas string / Int64 / boolean columns; CSV and plain objects must agree."""
+    rec = simulate_records(15, judges=("deterministic", "SYN-llm"), rng_seed=2)
+    typed = rec.copy()
+    for c in ("question_id", "question_type", "policy", "regime", "reader", "judge", "arm",
+              "hypothesis", "judge_raw"):
+        typed[c] = typed[c].astype("string")
+    for c in ("budget", "seed", "n_gold", "n_gold_evicted", "context_tokens"):
+        typed[c] = typed[c].astype("Int64")
+    typed["correct"] = typed["correct"].astype("boolean")
+    typed.loc[typed["arm"] == "clean_gold", "n_gold_evicted"] = pd.NA
+    typed.to_parquet(tmp_path / "typed.parquet", index=False)
+    a = d.decompose(d.observations(rec))
+    b = d.decompose(d.observations(d.load_records(tmp_path / "typed.parquet")))
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
