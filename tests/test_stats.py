@@ -130,3 +130,28 @@ def test_agreement_and_kappa_by_hand():
     assert np.isnan(stats.cohen_kappa([True, True], [True, True]))
     with pytest.raises(ValueError):
         stats.percent_agreement([True], [True, False])
+
+
+def test_cluster_sums_orders_and_fills_clusters():
+    import pandas as pd
+
+    df = pd.DataFrame({"q": ["b", "a", "b"], "x": [1.0, 2.0, 3.0]})
+    ids, sums = stats.cluster_sums(df, "q", ["x"])
+    assert ids.tolist() == ["a", "b"] and sums[:, 0].tolist() == [2.0, 4.0]
+    ids, sums = stats.cluster_sums(df, "q", ["x"], clusters=["c", "b", "a"])
+    assert sums[:, 0].tolist() == [0.0, 4.0, 2.0]
+    with pytest.raises(ValueError, match="not in the given order"):
+        stats.cluster_sums(df, "q", ["x"], clusters=["a"])
+
+
+def test_clustered_ratio_is_the_cluster_bootstrap_of_a_mean():
+    import pandas as pd
+
+    y, question = _seed_replicated_data(50, seed=4)
+    df = pd.DataFrame({"question": question, "correct": y})
+    iv = stats.clustered_ratio(df, "question", "correct", n_boot=3000, seed=2)
+    assert iv.estimate == pytest.approx(y.mean())
+    num = np.bincount(question, weights=y)
+    rep = stats.ratio_replicates(stats.cluster_counts(50, 3000, 2), num, np.full(50, 3.0))
+    lo, hi = stats.percentile_interval(rep[:, None])
+    assert (iv.low, iv.high) == (pytest.approx(lo[0]), pytest.approx(hi[0]))

@@ -159,6 +159,28 @@ def paired_ratio_difference(
     return Contrast(est, float(lo[0]), float(hi[0]), float(p[0]), int((~np.isnan(rep)).sum()))
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its percentile interval."""
+
+    estimate: float
+    low: float
+    high: float
+
+
+def clustered_ratio(df: pd.DataFrame, cluster: str, numerator: str, denominator: str | None = None,
+                    *, n_boot: int, seed: int, level: float = 0.95) -> Interval:
+    """sum(numerator) / sum(denominator) over the rows of `df` (a mean when `denominator` is None),
+    with a percentile interval from resampling `cluster` values — e.g. a MemOps accuracy
+    clustered by evidence conversation, or a restore share clustered by question."""
+    data = df.assign(_one=1.0)
+    den = denominator or "_one"
+    _, sums = cluster_sums(data, cluster, [numerator, den])
+    rep = ratio_replicates(cluster_counts(len(sums), n_boot, seed), sums[:, 0], sums[:, 1])
+    lo, hi = percentile_interval(rep[:, None], level)
+    return Interval(float(safe_ratio(sums[:, 0].sum(), sums[:, 1].sum())), float(lo[0]), float(hi[0]))
+
+
 def percent_agreement(a: Sequence, b: Sequence) -> float:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.size == 0:
