@@ -4,7 +4,6 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from memlife import stats
 from memlife.restore import analyses as a
 from memlife.restore import decompose as d
 from memlife.restore.simulate import simulate_records
