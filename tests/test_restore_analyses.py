@@ -205,3 +205,10 @@ def test_table1_puts_paper_values_on_matching_budget_ranks():
     assert t.loc[("importance", 500), "paper_two_bin_share"] == 1.0
     assert np.isnan(t.loc[("fifo", 1000), "paper_two_bin_share"])  # the paper prints no 30k value
     assert np.isnan(t.loc[("no_evict", 2000), "paper_two_bin_share"])
+
+
+def test_pick_prefers_an_llm_judge_to_the_deterministic_scorer():
+    obs = d.observations(simulate_records(5, judges=("deterministic", "zz-llm-judge")))
+    assert a.pick(obs, "judge") == "zz-llm-judge"
+    only = d.observations(simulate_records(5, judges=("deterministic",)))
+    assert a.pick(only, "judge") == "deterministic"

@@ -273,18 +273,24 @@ def placement_placebo(obs: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
+DETERMINISTIC_JUDGE = "deterministic"  # the judge name part 1 gives the deterministic scorer
+
+
 def pick(records_or_obs: pd.DataFrame, column: str, wanted: str = "") -> str:
     """The reader or judge to headline: `wanted` if given (must be present), else the only one,
-    else the one with the most policy observations (ties: first by name)."""
+    else the one with the most policy observations (ties: first by name). For judges, an LLM
+    judge is preferred to the deterministic scorer when both graded: the paper's primary judge
+    is an LLM (GPT-4o-mini), the scorer is the offline stand-in."""
     values = records_or_obs[column].dropna()
     if wanted:
         if wanted not in set(values):
             raise ValueError(f"{column} {wanted!r} not in the records; present: {sorted(set(values))}")
         return wanted
+    if column == "judge" and set(values) - {DETERMINISTIC_JUDGE}:
+        values = values[values != DETERMINISTIC_JUDGE]
     counts = values.value_counts()
     top = counts[counts == counts.max()].index
     return sorted(top)[0]
-
 
 
 # ---- tables that put the paper's figures beside ours --------------------------------------------
