@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seed", type=int, help="override the profile's seed")
     b.add_argument("--realizer", choices=("auto", "template", "llm"),
                    help="override the profile's realizer (auto: the LLM when a generator endpoint is configured)")
+    b.add_argument("--filler", type=Path, help="UltraChat JSONL for the unrelated conversations (default: Chit-Chat)")
     b.add_argument("--offline", action="store_true",
                    help="template realizer and no LLM verifier, whatever endpoints the profile names")
     v = sub.add_parser("validate", help="check a JSONL file against the deterministic gates")
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             params = replace(params, seed=args.seed)
         if args.realizer is not None:
             params = replace(params, realizer=args.realizer)
+        if args.filler is not None:
+            params = replace(params, filler_path=str(args.filler))
         if args.offline:
             params = replace(params, realizer="template", verifier="off")
         out = args.out or paths.layout(args.profile).data / "memops"

@@ -32,6 +32,7 @@ class BuildParams:
     max_attempts: int = 3
     realizer: str = "auto"  # auto | template | llm
     verifier: str = "auto"  # auto (the LLM verifier when a verifier endpoint is configured) | off
+    filler_path: str | None = None  # UltraChat JSONL for the long context; None: the Chit-Chat corpus
 
 
 def params_for(profile: str) -> BuildParams:
@@ -85,7 +86,7 @@ def build(params: BuildParams, out_dir: Path | None = None, progress: bool = Tru
     for cp in tqdm(cps, desc="memops build", disable=not progress):
         def attempt(k: int, feedback: str, cp=cp) -> Instance:
             inst = realize.llm_instance(cp, k, feedback) if use_llm else realize.template_instance(cp, k)
-            return longctx.embed(inst, params.longctx_tokens, params.seed)
+            return longctx.embed(inst, params.longctx_tokens, params.seed, filler_path=params.filler_path)
         inst = gates.generate_with_gates(attempt, cp.instance_id, log, params.max_attempts, verify)
         if inst is not None:
             kept.append(inst)
