@@ -196,6 +196,7 @@ class _Builder:
         self.t = topic
         self.events: list[Event] = []
         self.ops: list[OpPlan] = []
+        self.neighbour_event = ""  # the event where another owner's value for the same target is said
 
     def ev(self, segment: int, slot: int, kind: str, spec: K.TargetSpec | None = None, **kw) -> str:
         eid = f"e{len(self.events)}"
