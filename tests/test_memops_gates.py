@@ -171,9 +171,18 @@ def test_schema_gate_names_the_field():
 
 def test_expected_answer_repeating_a_deleted_value_is_rejected():
     obj = good_forget()
-    obj["probes"][0]["expected_answer"] = "The door code was 4417#, now deleted."
+    obj["probes"][0]["expected_answer"] = "Your ZIP code is 94110; the door code was 4417#, now deleted."
     got = reasons(obj)
     assert [f.gate for f in got] == ["probe_structure"]
+    assert "repeats the deleted value '4417'" in got[0].reason
+
+
+def test_expected_answer_must_state_its_required_values():
+    obj = good_forget()
+    obj["probes"][0]["expected_answer"] = "Nothing about the door code; your ZIP code is unchanged."
+    got = reasons(obj)
+    assert [f.gate for f in got] == ["probe_structure"]
+    assert "does not state required value '94110'" in got[0].reason
 
 
 def test_validate_cli_exit_codes_and_reasons(tmp_path):
