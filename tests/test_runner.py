@@ -2,11 +2,14 @@
 import shutil
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_no_api_key_in_results_cache_logs_or_notebooks(tmp_path, monkeypatch, fault_server):
-    secret = "sk-proj-SECRET-must-never-be-written-7f3a9c"
+@pytest.fixture
+def repo_copy(tmp_path, monkeypatch, fault_server):
+    """A repository holding 00_backend and the configs, every role pointed at the fault server."""
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / "00_backend.ipynb", root / "notebooks")
@@ -14,6 +17,12 @@ def test_no_api_key_in_results_cache_logs_or_notebooks(tmp_path, monkeypatch, fa
     monkeypatch.setenv("MEMLIFE_ROOT", str(root))
     monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(root / ".cache"))
     monkeypatch.setenv("MEMLIFE_BASE_URL", fault_server.base_url)
+    return root
+
+
+def test_no_api_key_in_results_cache_logs_or_notebooks(repo_copy, monkeypatch, fault_server):
+    secret = "sk-proj-SECRET-must-never-be-written-7f3a9c"
+    root = repo_copy
     monkeypatch.setenv("MEMLIFE_MODEL", "gpt-4o-mini")
     monkeypatch.setenv("OPENAI_API_KEY", secret)
 
@@ -32,16 +41,10 @@ def test_no_api_key_in_results_cache_logs_or_notebooks(tmp_path, monkeypatch, fa
     assert scanned >= 4
 
 
-def test_second_run_makes_no_uncached_call(tmp_path, monkeypatch, fault_server):
+def test_second_run_makes_no_uncached_call(repo_copy, monkeypatch, fault_server):
     import json
 
-    root = tmp_path / "repo"
-    (root / "notebooks").mkdir(parents=True)
-    shutil.copy(ROOT / "notebooks" / "00_backend.ipynb", root / "notebooks")
-    shutil.copytree(ROOT / "configs", root / "configs")
-    monkeypatch.setenv("MEMLIFE_ROOT", str(root))
-    monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(root / ".cache"))
-    monkeypatch.setenv("MEMLIFE_BASE_URL", fault_server.base_url)
+    root = repo_copy
     monkeypatch.setenv("MEMLIFE_MODEL", "local-model")
 
     from memlife import runner
