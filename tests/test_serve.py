@@ -58,3 +58,30 @@ def test_greedy_decoding_is_deterministic(server):
     a = c._send(req, key)
     b = c._send(req, key)
     assert a.text == b.text
+
+
+def test_server_stops_when_its_starter_is_killed(tmp_path):
+    """A SIGKILLed starter (a killed notebook kernel) must not leave a llama-server behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "MEMLIFE_CACHE_DIR": str(tmp_path / "cache"), "MEMLIFE_ROOT": str(tmp_path)}
+    code = ("from memlife import serve; import time; s = serve.ensure_server(); "
+            "print(s.pid, flush=True); time.sleep(600)")
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    pid = int(p.stdout.readline())
+    os.kill(pid, 0)  # running
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    raise AssertionError("llama-server outlived the process that started it")

@@ -145,11 +145,24 @@ def ensure_server(*, threads: int | None = None, n_parallel: int = 1, timeout_s:
                 proc.kill()
                 raise TimeoutError(f"llama-server not healthy after {timeout_s:.0f} s; see {log_dir}")
             time.sleep(0.2)
+        _watch_parent(proc.pid)
         server = Server(base_url=f"http://127.0.0.1:{port}/v1", port=port, pid=proc.pid)
         (_state_dir() / "state.json").write_text(json.dumps(server.__dict__))
         _started_here = server
         atexit.register(stop_server, server)
         return server
+
+
+def _watch_parent(server_pid: int) -> None:
+    """Stop the server once the process that started it is gone, however it ended.
+
+    atexit covers a normal exit; a kernel killed by its notebook runner or a SIGKILL does not
+    run it, and the server would outlive the run. A detached shell polls both pids instead.
+    """
+    script = (f"while kill -0 {os.getpid()} 2>/dev/null && kill -0 {server_pid} 2>/dev/null; "
+              f"do sleep 1; done; kill {server_pid} 2>/dev/null")
+    subprocess.Popen(["sh", "-c", script], start_new_session=True, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def stop_server(server: Server | None = None) -> None:
