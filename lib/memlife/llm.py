@@ -485,6 +485,8 @@ class Client:
             except (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
                     ValueError, AttributeError, IndexError, TypeError) as exc:
                 last_exc = exc  # timeouts, dropped connections, truncated or malformed bodies
+                if self.is_embedded and isinstance(exc, openai.APIConnectionError):
+                    self._openai = None  # the shared server may have stopped: find or start one again
             if attempt == self.endpoint.max_retries:
                 break
             wait = _retry_after_s(last_exc)

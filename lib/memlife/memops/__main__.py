@@ -1,0 +1,65 @@
+"""MemOps dataset commands.
+
+    python -m memlife.memops build --profile quick --out data/quick/memops
+    python -m memlife.memops validate data/quick/memops/instances.jsonl
+
+`build` plans, realizes, gates and embeds the profile's dataset (configs/<profile>.yaml,
+section notebooks.10_memops_build) and writes instances.jsonl, gate_log.json, manifest.json.
+`validate` exits 0 when every instance passes the deterministic gates, else 1, printing each
+failing instance_id with each reason.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from memlife import paths
+
+from .build import build, params_for, validate_file
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memlife.memops", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build a profile's dataset")
+    b.add_argument("--profile", required=True, choices=paths.PROFILES)
+    b.add_argument("--out", type=Path, help="output folder (default: data/<profile>/memops)")
+    b.add_argument("--seed", type=int, help="override the profile's seed")
+    v = sub.add_parser("validate", help="check a JSONL file against the deterministic gates")
+    v.add_argument("file", type=Path)
+    args = ap.parse_args(argv)
+
+    if args.cmd == "build":
+        params = params_for(args.profile)
+        if args.seed is not None:
+            from dataclasses import replace
+
+            params = replace(params, seed=args.seed)
+        out = args.out or paths.layout(args.profile).data / "memops"
+        t0 = time.perf_counter()
+        res = build(params, out)
+        m = res.manifest
+        print(f"{out / 'instances.jsonl'}: {m['instances']} instances, {m['probes']} probes, "
+              f"{m['topics']} topics; {m['generated_attempts']} generated -> {m['retained']} retained; "
+              f"sha256 {m['sha256']} ({time.perf_counter() - t0:.1f} s)")
+        return 0
+
+    if not args.file.is_file():
+        print(f"{args.file}: no such file", file=sys.stderr)
+        return 2
+    bad = validate_file(args.file)
+    for iid, reasons in bad:
+        for r in reasons:
+            print(f"{iid}: {r}")
+    if bad:
+        print(f"{len(bad)} instance(s) fail the deterministic gates", file=sys.stderr)
+        return 1
+    print(f"{args.file}: every instance passes the deterministic gates")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The whole pipeline for one profile: plan -> realize -> gate (with regeneration) -> embed.
+
+Writes `instances.jsonl` (one canonical line per retained instance, in plan order),
+`gate_log.json` (every failed attempt with its reasons; the retention statistics) and
+`manifest.json` (parameters, counts, sha256 of the instances file). No timestamps anywhere, so
+the same seed and profile give byte-identical files.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from . import gates, longctx, realize
+from .plan import PlanParams, plan
+from .schema import Instance, dumps
+
+NOTEBOOK = "10_memops_build"
+
+
+@dataclass(frozen=True)
+class BuildParams:
+    profile: str
+    seed: int
+    n_topics: int
+    max_conversations: int | None
+    longctx_tokens: int
+    max_attempts: int = 3
+    realizer: str = "auto"  # auto | template | llm
+
+
+def params_for(profile: str) -> BuildParams:
+    from memlife import config
+
+    p = config.notebook_params(profile, NOTEBOOK)
+    return BuildParams(profile=p["profile"], seed=int(p["seed"]), n_topics=int(p["n_topics"]),
+                       max_conversations=p.get("max_conversations"),
+                       longctx_tokens=int(p["longctx_tokens"]), max_attempts=int(p.get("max_attempts", 3)),
+                       realizer=p.get("realizer", "auto"))
+
+
+def _use_llm(choice: str) -> bool:
+    if choice == "template":
+        return False
+    if choice == "llm":
+        return True
+    if choice != "auto":
+        raise ValueError(f"realizer must be auto, template or llm, got {choice!r}")
+    try:
+        from memlife import llm
+    except ImportError:
+        return False
+    return llm.role_configured("generator")
+
+
+def _verifier_on() -> bool:
+    try:
+        from memlife import llm
+    except ImportError:
+        return False
+    return llm.role_configured("verifier")
+
+
+@dataclass
+class BuildResult:
+    instances: list[Instance]
+    log: gates.GateLog
+    manifest: dict
+
+
+def build(params: BuildParams, out_dir: Path | None = None, progress: bool = True) -> BuildResult:
+    cps = plan(PlanParams(params.n_topics, params.seed, params.max_conversations))
+    use_llm, verify = _use_llm(params.realizer), _verifier_on()
+    log = gates.GateLog()
+    kept: list[Instance] = []
+    for cp in tqdm(cps, desc="memops build", disable=not progress):
+        def attempt(k: int, feedback: str, cp=cp) -> Instance:
+            inst = realize.llm_instance(cp, k, feedback) if use_llm else realize.template_instance(cp, k)
+            return longctx.embed(inst, params.longctx_tokens, params.seed)
+        inst = gates.generate_with_gates(attempt, cp.instance_id, log, params.max_attempts, verify)
+        if inst is not None:
+            kept.append(inst)
+    lines = "".join(dumps(i) + "\n" for i in kept)
+    manifest = {
+        "params": asdict(params),
+        "realizer": "llm" if use_llm else "template",
+        "llm_verifier": verify,
+        "planned_conversations": len(cps),
+        "instances": len(kept),
+        "probes": sum(len(i.probes) for i in kept),
+        "op_types": dict(sorted(Counter(i.op_type for i in kept).items())),
+        "categories": dict(sorted(Counter(i.category for i in kept).items())),
+        "topics": len({i.topic_id for i in kept}),
+        "generated_attempts": log.generated,
+        "retained": len(log.retained),
+        "sha256": hashlib.sha256(lines.encode("utf-8")).hexdigest(),
+    }
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "instances.jsonl").write_text(lines, encoding="utf-8")
+        (out / "gate_log.json").write_text(json.dumps(log.to_json(), indent=1, sort_keys=True) + "\n")
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return BuildResult(kept, log, manifest)
+
+
+def validate_file(path: Path) -> list[tuple[str, list[str]]]:
+    """(instance_id, reasons) for every instance in a JSONL file that fails a deterministic gate."""
+    bad: list[tuple[str, list[str]]] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                bad.append((f"{path}:{lineno}", [f"[schema] not valid JSON: {exc.msg}"]))
+                continue
+            _, failures = gates.check_raw(obj)
+            if failures:
+                iid = obj.get("instance_id", f"{path}:{lineno}") if isinstance(obj, dict) else f"{path}:{lineno}"
+                bad.append((str(iid), [str(f) for f in failures]))
+    return bad

@@ -1,0 +1,140 @@
+"""Dataset statistics for Table 2 and Figures 4-5, and a readable rendering of one instance."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from .schema import CATEGORIES, DISTRACTOR_TAGS, OP_TYPES, PROBE_TYPES, Instance
+
+# Table 2 of the MemOps paper (Section 3.4).
+PAPER_TABLE2 = {
+    "Unique topics": 100,
+    "Evidence conversations": 403,
+    "Evidence-conversation segments": 1209,
+    "Dialogue turns": 9672,
+    "Unique QA pairs": 2006,
+    "Evaluation instances (adj. + long)": 4012,
+    "Operation types": 5,
+    "Probe types": 6,
+    "Avg. operations per trajectory": 4.0,
+    "Avg. approx. tokens (adjacent)": 2557,
+    "Avg. approx. tokens (long-context)": 60821,
+    "Max. approx. tokens (long-context)": 68309,
+    "Avg. evidence spans per probe": 3.47,
+    "Multi-hop probes (%)": 20.1,
+    "Avg. context-level distractors": 5.7,
+    "Generated attempts": 727,
+    "Retained": 403,
+    "Retention rate (%)": 55.4,
+}
+SECTIONS = {
+    "Scale": ("Unique topics", "Evidence conversations", "Evidence-conversation segments", "Dialogue turns",
+              "Unique QA pairs", "Evaluation instances (adj. + long)"),
+    "Operations and probes": ("Operation types", "Probe types", "Avg. operations per trajectory"),
+    "Length": ("Avg. approx. tokens (adjacent)", "Avg. approx. tokens (long-context)",
+               "Max. approx. tokens (long-context)"),
+    "Grounding and difficulty": ("Avg. evidence spans per probe", "Multi-hop probes (%)",
+                                 "Avg. context-level distractors"),
+    "Quality control": ("Generated attempts", "Retained", "Retention rate (%)"),
+}
+
+
+def adjacent_tokens(inst: Instance) -> int:
+    from memlife import tokens
+
+    return sum(tokens.count(t.text) for seg in inst.segments for t in seg)
+
+
+def table2(instances: list[Instance], gate_log: dict) -> pd.DataFrame:
+    probes = [p for i in instances for p in i.probes]
+    traj = [i for i in instances if i.op_type == "trajectory"]
+    adj = [adjacent_tokens(i) for i in instances]
+    longs = [i.long_context.approx_tokens for i in instances if i.long_context]
+    ours = {
+        "Unique topics": len({i.topic_id for i in instances}),
+        "Evidence conversations": len(instances),
+        "Evidence-conversation segments": sum(len(i.segments) for i in instances),
+        "Dialogue turns": sum(len(s) for i in instances for s in i.segments),
+        "Unique QA pairs": len(probes),
+        "Evaluation instances (adj. + long)": 2 * len(probes),
+        "Operation types": len({i.op_type for i in instances}),
+        "Probe types": len({p.probe_type for p in probes}),
+        "Avg. operations per trajectory": round(sum(len(i.operations) for i in traj) / len(traj), 2) if traj else None,
+        "Avg. approx. tokens (adjacent)": round(sum(adj) / len(adj)),
+        "Avg. approx. tokens (long-context)": round(sum(longs) / len(longs)) if longs else None,
+        "Max. approx. tokens (long-context)": max(longs) if longs else None,
+        "Avg. evidence spans per probe": round(sum(len(p.provenance) for p in probes) / len(probes), 2),
+        "Multi-hop probes (%)": round(100 * sum(p.multi_hop for p in probes) / len(probes), 1),
+        "Avg. context-level distractors": round(
+            sum(len(i.long_context.context_distractors) for i in instances if i.long_context) / len(instances), 2),
+        "Generated attempts": gate_log["generated"],
+        "Retained": gate_log["retained"],
+        "Retention rate (%)": round(100 * gate_log["retention_rate"], 1),
+    }
+    rows = [{"section": sec, "statistic": k, "paper": PAPER_TABLE2[k], "ours": ours[k]}
+            for sec, keys in SECTIONS.items() for k in keys]
+    return pd.DataFrame(rows)
+
+
+def category_breakdown(instances: list[Instance]) -> pd.DataFrame:
+    """Topics per category and sub-topic (Figure 4, left)."""
+    seen = {}
+    for i in instances:
+        seen[i.topic_id] = (i.category, i.subtopic)
+    df = pd.DataFrame(sorted(seen.values()), columns=["category", "subtopic"])
+    out = df.groupby(["category", "subtopic"]).size().reset_index(name="topics")
+    out["category"] = pd.Categorical(out["category"], categories=list(CATEGORIES), ordered=True)
+    return out.sort_values(["category", "subtopic"]).reset_index(drop=True)
+
+
+def token_lengths(instances: list[Instance]) -> pd.DataFrame:
+    """Per evidence conversation: adjacent tokens and long-context tokens (Figure 4, right)."""
+    return pd.DataFrame([
+        {"instance_id": i.instance_id, "op_type": i.op_type, "adjacent_tokens": adjacent_tokens(i),
+         "long_context_tokens": i.long_context.approx_tokens if i.long_context else None}
+        for i in instances
+    ])
+
+
+def composition(instances: list[Instance]) -> dict[str, pd.DataFrame]:
+    """Figure 5: operation types (conversations), probe types, and probes equipped with each distractor tag."""
+    ops = Counter(i.op_type for i in instances)
+    probes = Counter(p.probe_type for i in instances for p in i.probes)
+    tags = Counter(t for i in instances for p in i.probes for t in {d.tag for d in p.distractors})
+    return {
+        "operations": pd.DataFrame({"op_type": list(OP_TYPES), "conversations": [ops[o] for o in OP_TYPES]}),
+        "probes": pd.DataFrame({"probe_type": list(PROBE_TYPES), "probes": [probes[p] for p in PROBE_TYPES]}),
+        "distractors": pd.DataFrame({"tag": list(DISTRACTOR_TAGS), "probes": [tags[t] for t in DISTRACTOR_TAGS]}),
+    }
+
+
+def render(inst: Instance, with_long_context: bool = False) -> str:
+    """The whole instance as a reader would want to see it: dialogue, gold trace, probes."""
+    out = [f"=== {inst.instance_id} [{inst.op_type}] {inst.category} / {inst.subtopic}: {inst.background.title}"]
+    for s, seg in enumerate(inst.segments):
+        out.append(f"--- session {s + 1}")
+        out += [f"{t.role.upper():>9}: {t.text}" for t in seg]
+    out.append("--- gold operation trace")
+    for o in inst.operations:
+        change = f"{o.old_value!r} -> {o.new_value!r}"
+        out.append(f"  {o.op_id} {o.type:<8} {o.target}: {change}")
+        out.append(f"       trigger (s{o.trigger.segment + 1} t{o.trigger.turn}): \"{o.trigger.quote}\"")
+        for e in o.evidence:
+            out.append(f"       evidence (s{e.segment + 1} t{e.turn}): \"{e.quote}\"")
+        if o.unsupported:
+            out.append(f"       not supported: {o.unsupported}")
+    out.append("--- probes")
+    for p in inst.probes:
+        tags = sorted({d.tag for d in p.distractors})
+        out.append(f"  [{p.probe_type}{' multi-hop' if p.multi_hop else ''}] {p.question}")
+        out.append(f"      expected: {p.expected_answer}")
+        out.append(f"      key: required={p.answer_key.required} forbidden={p.answer_key.forbidden}; distractors={tags}")
+        if p.reasoning_chain:
+            out.append(f"      chain: {' | '.join(p.reasoning_chain.inferences)}")
+    if inst.long_context and with_long_context:
+        lc = inst.long_context
+        out.append(f"--- long context: {len(lc.conversations)} conversations, ~{lc.approx_tokens} tokens")
+        for ins in lc.insertions:
+            out.append(f"  session {ins.segment + 1} -> conversation {ins.conversation} at turn {ins.position}")
+    return "\n".join(out)

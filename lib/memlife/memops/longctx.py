@@ -1,0 +1,162 @@
+"""Stage 4: embed an evidence conversation into a long history of unrelated conversations.
+
+The unrelated conversations are real human-written dialogues (`memlife.corpus`; the paper uses
+UltraChat). The three evidence segments go into three different conversations, in order, each
+at an even turn index so that user/assistant alternation is never broken; where each went is
+recorded. Context-level distractors are short exchanges derived from the gold trace: they name
+an operation's target, so they are semantically close to it, but they state no value of the
+user's and change nothing (state-neutral).
+
+The target length is a parameter. The paper's histories average about 60k tokens; the embedded
+model has an 8k window, so the smoke and quick profiles use short histories on purpose.
+"""
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+from .schema import (
+    ContextDistractor,
+    Distractor,
+    Insertion,
+    Instance,
+    LongContext,
+    LongConversation,
+    Turn,
+)
+
+# State-neutral exchanges about a target: general questions, nothing about the user's own value.
+DISTRACTOR_TEMPLATES = (
+    ("Random question: how do people usually keep track of their {target}?",
+     "Most people keep it in one place, such as a notes app or a password manager, and update it as soon as it changes."),
+    ("My friend was complaining about getting the {target} wrong on a form. Does that happen a lot?",
+     "It's common. Forms rarely check it, so a small slip often only shows up when something goes missing."),
+    ("Is it normal to be asked for a {target} this often?",
+     "Fairly normal: many services ask again rather than store it, mostly for security or because it changes."),
+    ("I read an article about {target}s being handled carelessly. Should I worry?",
+     "A little care goes a long way: share it only where it's needed and check who asks for it."),
+    ("What's the best way to double-check a {target} before sending it?",
+     "Read it back once against the original source, and for anything with numbers compare it digit by digit."),
+    ("Do you think a {target} is something you should write down or just keep in your head?",
+     "For anything you'd be stuck without, keep a written copy somewhere safe; memory is not a great backup."),
+)
+
+
+@lru_cache(maxsize=1)
+def _corpus():
+    from memlife import corpus, tokens
+
+    dialogues = [d for d in corpus.load_dialogues() if len(d.turns) >= 4]
+    # Only whole user/assistant exchanges are used: a dialogue's dangling last user turn is dropped.
+    sizes = [sum(tokens.count(t["content"]) for t in _even(d.turns)) for d in dialogues]
+    return dialogues, sizes
+
+
+def _even(turns):
+    return turns[: len(turns) - len(turns) % 2]
+
+
+def _tokens(turns) -> int:
+    from memlife import tokens
+
+    return sum(tokens.count(t.text) for t in turns)
+
+
+def _even_positions(n_turns: int) -> list[int]:
+    """Role-compatible insertion points: before a user turn, or after the last assistant turn."""
+    return [p for p in range(0, n_turns + 1, 2)]
+
+
+def _distractor_turns(target: str, rng: random.Random) -> list[Turn]:
+    u, a = rng.choice(DISTRACTOR_TEMPLATES)
+    return [Turn(role="user", text=u.format(target=target)), Turn(role="assistant", text=a.format(target=target))]
+
+
+def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | None = None) -> Instance:
+    """A copy of `inst` with `long_context` filled and probes tagged with their context distractors."""
+    rng = random.Random(f"{seed}:longctx:{inst.instance_id}")
+    dialogues, sizes = _corpus()
+    evidence_tokens = _tokens([t for seg in inst.segments for t in seg])
+    if n_distractors is None:
+        # About 5.7 per sample in the paper: 5 or 6, drawn per instance.
+        n_distractors = 5 + (rng.random() < 0.7)
+    ops = [o for o in inst.operations]
+    snippets = []
+    for k in range(n_distractors):
+        op = ops[k % len(ops)]
+        snippets.append((op, _distractor_turns(op.target, rng)))
+    budget = target_tokens - evidence_tokens - sum(_tokens(t) for _, t in snippets)
+
+    chosen: list[int] = []
+    total = 0
+    order = list(range(len(dialogues)))
+    rng.shuffle(order)
+    # No single host may take more than a third of the budget, so three hosts always fit and a
+    # short target (the embedded model's 8k window) is not blown by one very long dialogue.
+    cap = max(budget / 3, 200)
+    for idx in order:
+        if sizes[idx] > cap:
+            continue
+        if len(chosen) >= 3 and total + sizes[idx] > budget:
+            if total >= budget * 0.99:
+                break
+            continue  # too long for what is left: try a shorter one
+        chosen.append(idx)
+        total += sizes[idx]
+        if len(chosen) >= 3 and total >= budget * 0.99:
+            break
+    if len(chosen) < 3:
+        raise ValueError(f"{inst.instance_id}: corpus too small for three host conversations")
+
+    # Evidence segments go, in order, into three different conversations.
+    hosts = sorted(rng.sample(range(len(chosen)), 3))
+    plan: dict[int, list[tuple[int, str, object]]] = {c: [] for c in range(len(chosen))}
+    for seg, c in enumerate(hosts):
+        n = len(_even(dialogues[chosen[c]].turns))
+        plan[c].append((rng.choice(_even_positions(n)), "segment", seg))
+    for k, (op, turns) in enumerate(snippets):
+        c = rng.randrange(len(chosen))
+        n = len(_even(dialogues[chosen[c]].turns))
+        plan[c].append((rng.choice(_even_positions(n)), "distractor", k))
+
+    conversations, insertions, cdistractors = [], [], []
+    for c, idx in enumerate(chosen):
+        d = dialogues[idx]
+        base = [Turn(role=t["role"], text=t["content"]) for t in _even(d.turns)]
+        # Stable order at one position: segments before distractors, then by index.
+        blocks = sorted(plan[c], key=lambda x: (x[0], x[1] != "segment", x[2]))
+        out: list[Turn] = []
+        bi = 0
+        for pos in range(len(base) + 1):
+            while bi < len(blocks) and blocks[bi][0] == pos:
+                _, kind, ref = blocks[bi]
+                if kind == "segment":
+                    insertions.append(Insertion(conversation=c, segment=ref, position=len(out), messages=len(inst.segments[ref])))
+                    out.extend(inst.segments[ref])
+                else:
+                    op, turns = snippets[ref]
+                    cdistractors.append(ContextDistractor(conversation=c, position=len(out), messages=len(turns),
+                                                          op_id=op.op_id, target=op.target, turns=turns))
+                    out.extend(turns)
+                bi += 1
+            if pos < len(base):
+                out.append(base[pos])
+        conversations.append(LongConversation(conversation_id=f"{inst.instance_id}-c{c}",
+                                              source=f"chitchat:{d.dialogue_id}", turns=out))
+    insertions.sort(key=lambda i: i.segment)
+    # Counted from the cached per-dialogue sizes, so paper-scale histories are not re-tokenized.
+    approx = total + evidence_tokens + sum(_tokens(t) for _, t in snippets)
+    lc = LongContext(conversations=conversations, insertions=insertions, context_distractors=cdistractors,
+                     approx_tokens=approx)
+    new = inst.model_copy(deep=True)
+    new.long_context = lc
+    by_op: dict[str, list[int]] = {}
+    for i, cd in enumerate(cdistractors):
+        by_op.setdefault(cd.op_id, []).append(i)
+    for p in new.probes:
+        hit = sorted({i for oid in p.op_ids for i in by_op.get(oid, [])})
+        for i in hit:
+            cd = cdistractors[i]
+            p.distractors.append(Distractor(tag="context_level", value=cd.target,
+                                            note=f"conversation {cd.conversation} position {cd.position}"))
+    return new

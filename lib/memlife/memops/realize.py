@@ -1,0 +1,439 @@
+"""Turn a conversation plan into dialogue: the offline template realizer and the LLM realizer.
+
+Both realizers produce the same thing: 3 segments x 8 turns, user first, assistant last, and
+for every planned event one user sentence that becomes the verbatim quote of the spans citing
+it. The template realizer draws from paraphrase banks with a per-conversation seeded RNG and
+gives the assistant real task work (answers, a to-do list it keeps current, drafts). The LLM
+realizer writes the turns around the same fixed sentences through role "generator"; the gates
+then check both the same way.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from .plan import USER_SLOTS, ConversationPlan, Event, possessive, yours
+from .schema import (
+    AnswerKey,
+    Distractor,
+    Instance,
+    Operation,
+    Probe,
+    ReasoningChain,
+    Span,
+    Turn,
+)
+
+# ----------------------------------------------------------------------------- banks
+
+STATE = (
+    "Just so you have it, {np} is {v}.",
+    "For reference, {np} is {v}.",
+    "Quick note before I forget: {np} is {v}.",
+    "Oh, and {np} is {v}, in case you need it.",
+    "You'll need this later: {np} is {v}.",
+    "Can you note that {np} is {v}?",
+    "One detail for you: {np} is {v}.",
+    "Write this down somewhere: {np} is {v}.",
+)
+REUSE = (
+    "Let's go with {v} for {np}, like I said.",
+    "Use {v} for {np}, same as before.",
+    "Make sure {v} is what goes in for {np}.",
+    "And yes, it's still {v} for {np}.",
+    "Put {v} in for {np} when you get to it.",
+    "{NP} is {v}, no change there.",
+)
+UPDATE = (
+    "Actually, {np} changed: it's {v} now, not {old}.",
+    "Correction: {np} is {v}. The {old} one is out of date.",
+    "Sorry, I got that wrong earlier: {np} is {v}, not {old}.",
+    "Change of plan: {np} is now {v} instead of {old}.",
+    "Scratch {old}; {np} is {v} from now on.",
+    "Heads up, {np} moved from {old} to {v}.",
+)
+FORGET = (
+    "Please forget {np} I gave you; I don't want it kept anywhere.",
+    "Can you delete {np} from your notes? It was only ever temporary.",
+    "Don't keep {np} on file any more, please erase it.",
+    "That was a one-off, so please wipe {np} from what you've saved.",
+    "I'd rather you didn't hold on to {np}, so please drop it completely.",
+)
+KEEP = (
+    "{NP} stays as it is, though: {v}.",
+    "Keep {np} ({v}), that one's still needed.",
+    "{NP} hasn't changed, it's still {v}, so leave that.",
+    "But hang on to {np}, {v}, I still need it.",
+)
+NEIGHBOUR = (
+    "{OWNER_POSS} {target} is {v}, by the way, not mine.",
+    "Don't mix it up with {owner_poss} {target}, which is {v}.",
+    "{OWNER_POSS} {target} is {v}, if that comes up.",
+    "Separate thing: {owner_poss} {target} is {v}.",
+)
+TENTATIVE = (
+    "{NP} might change to {v} at some point, but nothing's decided.",
+    "There's a chance {np} ends up as {v}, but don't count on that.",
+    "Maybe {np} becomes {v} later on, I'm honestly not sure yet.",
+)
+
+OPEN_FIRST = (
+    "Hi! I'm {setting} and could use a hand.",
+    "Hey, I'm {setting}. Can you help me keep things straight?",
+    "Hello! So I'm {setting}, and there's a lot to juggle.",
+    "Hi there, I'm {setting} and I want to get organised.",
+)
+OPEN_AGAIN = (
+    "Hi again, picking this back up.",
+    "Back again with a few more things.",
+    "Hey, me again.",
+    "Okay, continuing from last time.",
+    "Hi, quick follow-up session.",
+)
+CLOSE_USER = (
+    "Great, that's all for now, thanks!",
+    "Perfect, thank you. I'll come back later.",
+    "Thanks, that helps a lot.",
+    "Brilliant, talk soon.",
+)
+CLOSE_ASSISTANT = (
+    "You're welcome! Everything's noted; come back whenever you want to pick this up.",
+    "Happy to help. The list is up to date for next time.",
+    "Anytime. Good luck with it, and ping me when you're ready for the next step.",
+    "Glad it helped. I'll keep the plan as it stands until you tell me otherwise.",
+)
+
+# Small talk that makes a user turn sound like a person in the middle of something.
+USER_COLOUR = (
+    "Work has been hectic, so I'm trying to get ahead of this.",
+    "I've been putting this off for a week, honestly.",
+    "I only have twenty minutes before my next call.",
+    "It's been one of those days.",
+    "I'm on my phone, so excuse the typos.",
+    "Slowly getting there.",
+    "I want to get this sorted before the weekend.",
+    "My head is full of other things today.",
+)
+# Offers that close an assistant turn the way a helpful person would.
+ASSISTANT_OFFER = (
+    "Want me to turn that into a checklist?",
+    "I can draft the message for you if that helps.",
+    "Shall I put a date next to it?",
+    "Let me know if you'd like a shorter version.",
+    "Happy to go into more detail on any of that.",
+)
+SETTING_BEATS = (
+    ("Any general advice while I'm {setting}?",
+     "Keep one running list (I'm keeping it here), deal first with anything that needs other people, and batch the "
+     "small admin into one evening. Most of the stress comes from surprises, so a quick weekly check-in helps."),
+    ("I'm a bit overwhelmed with everything. Where do I even start?",
+     "Start with the one thing that has a fixed deadline, then anything that depends on someone else replying. "
+     "Everything else can wait until those are moving; ten minutes a day is enough to keep on top of it."),
+    ("Can you summarise where we are so far?",
+     "So far: {todo_summary}. Nothing is urgent today, and the next step is whatever you can finish in one sitting."),
+)
+
+ACK = {
+    "state": ("Got it, I've noted {v} as your {target}.", "Noted: your {target} is {v}.",
+              "Thanks, {v} for the {target}.", "Okay, {target}: {v}."),
+    "reuse": ("Yes, {v} it is.", "Sure, I'll use {v}.", "Understood, {v}."),
+    "update": ("Thanks for the correction: {v} replaces {old} for your {target}.",
+               "Updated. Your {target} is {v} now, and I won't use {old}.",
+               "Got it, {v} instead of {old}."),
+    "forget": ("Understood. I've removed the {target} and won't use it again.",
+               "Done, the {target} is deleted from my notes.",
+               "Okay, I no longer have the {target}."),
+    "keep": ("Of course, your {target} stays as it is.", "Yes, I'll keep your {target} unchanged."),
+    "neighbour": ("Thanks, I'll keep {their} separate from yours.", "Good to know, I won't confuse the two."),
+    "tentative": ("Okay, I'll treat that as a maybe and keep the current one for now.",
+                  "Noted as a possibility only; nothing changes yet."),
+    "clue": ("That's useful to know.", "Makes sense.", "Good to know, I'll keep that in mind.",
+             "Thanks for mentioning it."),
+}
+
+ITEM_REQUESTS = (
+    ("Can you add '{item}' to my to-do list?",
+     "Added '{item}'. Your list now: {list}. Want me to put a rough date next to each?"),
+    ("What's still open on my list?",
+     "Still open: {list}. I'd tackle '{first}' next, since the rest partly waits on it."),
+    ("Which should I do first: {a} or {b}?",
+     "I'd do '{a}' first, since it's quick and unblocks the rest; '{b}' can wait a few days."),
+    ("Can you turn my list into a plan for this week?",
+     "Here's a simple plan: {plan}. I've left the weekend free as a buffer in case something slips."),
+    ("Roughly how long will '{item}' take?",
+     "Usually under an hour of actual work; block 45 minutes and leave room for waiting on replies."),
+    ("I've done '{done}'. Can you cross it off?", "Done, '{done}' is ticked off. Remaining: {list}."),
+    ("Could you draft a quick message asking a friend to help with '{item}'?",
+     "Sure: 'Hi! Would you be free to help me {item} this week? Any evening works for me, and dinner's on me. Thanks!'"),
+    ("Can you remind me about '{item}' tomorrow?",
+     "Reminder set for '{item}' tomorrow at 9 am. If it's still open in the evening I'll bring it up again."),
+    ("What usually goes wrong with '{item}'?",
+     "The usual snag is timing: it often depends on someone else replying. Start early and keep any confirmation emails together."),
+)
+
+
+def _fill(template: str, **kw) -> str:
+    text = template.format(**kw)
+    return text[0].upper() + text[1:]
+
+
+def _slots(e: Event) -> dict[str, str]:
+    poss = possessive(e.owner) if e.owner else ""
+    return dict(np=e.np, NP=e.np[0].upper() + e.np[1:], v=e.value, old=e.old_value, target=e.target,
+                owner=e.owner, owner_poss=poss, OWNER_POSS=poss[:1].upper() + poss[1:],
+                their=possessive(yours(e.owner)) if e.owner else "")
+
+
+def render_event(e: Event, rng: random.Random) -> str:
+    """One user sentence for one planned event; it is the verbatim quote of the event."""
+    kw = _slots(e)
+    bank = {"state": STATE, "reuse": REUSE, "update": UPDATE, "forget": FORGET, "keep": KEEP,
+            "neighbour": NEIGHBOUR, "tentative": TENTATIVE}
+    if e.kind == "clue":
+        return e.clue
+    return _fill(rng.choice(bank[e.kind]), **kw)
+
+
+def _ack(e: Event, rng: random.Random) -> str:
+    return _fill(rng.choice(ACK[e.kind]), **_slots(e))
+
+
+# ----------------------------------------------------------------------------- template realizer
+
+
+@dataclass
+class _TaskState:
+    todo: list[str]
+    open_tasks: list[tuple[str, str]]
+    items_left: list[str]
+    used: dict[int, int]
+    used_items: set[tuple[int, str]]
+
+
+def _task_exchange(state: _TaskState, rng: random.Random) -> tuple[str, str]:
+    """A user request and a grounded assistant answer; the assistant keeps the to-do list current.
+
+    Beats that were used least so far come first, so one conversation does not repeat itself.
+    """
+    if state.open_tasks and rng.random() < 0.45:
+        return state.open_tasks.pop(0)
+    kinds = list(range(len(ITEM_REQUESTS)))
+    rng.shuffle(kinds)
+    kinds.sort(key=lambda k: state.used.get(k, 0))
+    for k in kinds:
+        got = _beat(k, state, rng)
+        if got is not None:
+            state.used[k] = state.used.get(k, 0) + 1
+            return got
+    if state.open_tasks:
+        return state.open_tasks.pop(0)
+    state.used[4] = state.used.get(4, 0) + 1
+    u, a = ITEM_REQUESTS[4]
+    return u.format(item=state.todo[-1] if state.todo else "the rest"), a
+
+
+def _beat(k: int, state: _TaskState, rng: random.Random) -> tuple[str, str] | None:
+    u, a = ITEM_REQUESTS[k]
+    todo = state.todo
+    if k == 0 and state.items_left:
+        item = state.items_left.pop(0)
+        todo.append(item)
+        return u.format(item=item), a.format(item=item, list=", ".join(todo))
+    if k == 1 and len(todo) >= 2:
+        return u, a.format(list=", ".join(todo), first=todo[0])
+    if k == 2 and len(todo) >= 2:
+        x, y = todo[-1], todo[0]
+        return u.format(a=x, b=y), a.format(a=x, b=y)
+    if k == 3 and len(todo) >= 2:
+        days = ("Monday", "Wednesday", "Friday", "Saturday")
+        return u, a.format(plan="; ".join(f"{d}: {i}" for d, i in zip(days, todo)))
+    if k in (4, 6, 7, 8):
+        fresh = [i for i in todo if (k, i) not in state.used_items]
+        if not fresh:
+            return None
+        item = rng.choice(fresh)
+        state.used_items.add((k, item))
+        return u.format(item=item), a.format(item=item)
+    if k == 5 and len(todo) >= 2:
+        done = todo.pop(0)
+        return u.format(done=done), a.format(done=done, list=", ".join(todo))
+    return None
+
+
+def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]:
+    """3 segments of 8 turns. `attempt` reseeds the phrasing so a regeneration reads differently."""
+    rng = random.Random(f"realize:{cp.instance_id}:{attempt}:{cp.topic.background.setting}")
+    kit = cp.topic.kit
+    tasks = list(kit.tasks)
+    rng.shuffle(tasks)
+    items = list(kit.items)
+    rng.shuffle(items)
+    state = _TaskState(todo=[], open_tasks=tasks, items_left=items, used={}, used_items=set())
+    by_slot = {(e.segment, e.slot): e for e in cp.events}
+    colour = list(USER_COLOUR)
+    rng.shuffle(colour)
+    offers = list(ASSISTANT_OFFER)
+    rng.shuffle(offers)
+    beats = list(SETTING_BEATS)
+    rng.shuffle(beats)
+    segments: list[list[Turn]] = []
+    for seg in range(3):
+        turns: list[Turn] = []
+        for slot in range(USER_SLOTS):
+            e = by_slot.get((seg, slot))
+            user_parts: list[str] = []
+            asst_parts: list[str] = []
+            if slot == 0:
+                opener = OPEN_FIRST if seg == 0 else OPEN_AGAIN
+                user_parts.append(_fill(rng.choice(opener), setting=cp.topic.background.setting))
+            elif rng.random() < 0.3:
+                user_parts.append(colour.pop() if colour else rng.choice(USER_COLOUR))
+            if e is not None:
+                user_parts.append(render_event(e, rng))
+                asst_parts.append(_ack(e, rng))
+            last = seg == 2 and slot == USER_SLOTS - 1
+            if last and e is None:
+                user_parts.append(rng.choice(CLOSE_USER))
+                asst_parts.append(rng.choice(CLOSE_ASSISTANT))
+            else:
+                usable = [x for x in beats if state.todo or "{todo_summary}" not in x[1]]
+                if usable and rng.random() < 0.25:
+                    u, a = usable[0]
+                    beats.remove(usable[0])
+                    todo = ", ".join(state.todo) if state.todo else "nothing is on the list yet"
+                    u, a = u.format(setting=cp.topic.background.setting), a.format(todo_summary=todo)
+                else:
+                    u, a = _task_exchange(state, rng)
+                user_parts.append(u)
+                asst_parts.append(a)
+                if offers and rng.random() < 0.35 and not a.endswith("?"):
+                    asst_parts.append(offers.pop())
+            turns.append(Turn(role="user", text=" ".join(user_parts)))
+            turns.append(Turn(role="assistant", text=" ".join(asst_parts)))
+        segments.append(turns)
+    return segments
+
+
+# ----------------------------------------------------------------------------- LLM realizer
+
+LLM_SYSTEM = (
+    "You write realistic, task-oriented chat transcripts between a user and a helpful assistant. "
+    "The user is a real person getting something done; the assistant does real work grounded in "
+    "what the user just said (answers, lists, drafts, comparisons). Never mention memory, labels, "
+    "operations, or that this is a benchmark."
+)
+
+
+def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
+    kit = cp.topic.kit
+    lines = [
+        f"Situation: the user is {cp.topic.background.setting} ({kit.subtopic}).",
+        "Write exactly 8 turns: user, assistant, user, assistant, user, assistant, user, assistant.",
+        "Return JSON: {\"turns\": [8 strings]}.",
+        "Each user turn listed below MUST contain the given sentence exactly, character for character:",
+    ]
+    for e in cp.events:
+        if e.segment == seg:
+            lines.append(f"- user turn {e.slot + 1}: \"{render_event(e, random.Random(e.event_id))}\"")
+    if seg > 0:
+        lines.append("This is a later session of the same conversation; the user greets briefly.")
+    if feedback:
+        lines.append(f"A previous attempt was rejected: {feedback}. Fix that.")
+    return "\n".join(lines)
+
+
+def fixed_sentences(cp: ConversationPlan) -> dict[str, str]:
+    """The sentence each event must appear as, shared by the LLM realizer and its gate."""
+    return {e.event_id: render_event(e, random.Random(e.event_id)) for e in cp.events}
+
+
+def realize_llm(cp: ConversationPlan, attempt: int = 0, feedback: str = "") -> list[list[Turn]]:
+    """Segments written by the configured generator; raises when the reply is not 8 turns."""
+    from pydantic import BaseModel
+
+    from memlife import llm  # lands on main with the model layer; imported only when used
+
+    class _Segment(BaseModel):
+        turns: list[str]
+
+    client = llm.get_client("generator")
+    segments = []
+    for seg in range(3):
+        obj, c = client.complete_json(
+            [{"role": "system", "content": LLM_SYSTEM},
+             {"role": "user", "content": _llm_prompt(cp, seg, feedback)}],
+            schema=_Segment, max_tokens=2400, temperature=0.7, seed=attempt,
+        )
+        if obj is None or len(obj.turns) != 8:
+            raise ValueError(f"{cp.instance_id} segment {seg}: generator reply is not 8 turns ({c.error if obj is None else len(obj.turns)})")
+        roles = ["user", "assistant"] * 4
+        segments.append([Turn(role=r, text=t.strip() or "...") for r, t in zip(roles, obj.turns)])
+    return segments
+
+
+# ----------------------------------------------------------------------------- assembly
+
+
+def _locate(cp: ConversationPlan, segments: list[list[Turn]], sentences: dict[str, str]) -> dict[str, Span]:
+    spans = {}
+    for e in cp.events:
+        spans[e.event_id] = Span(segment=e.segment, turn=e.turn, quote=sentences[e.event_id])
+    return spans
+
+
+def assemble(cp: ConversationPlan, segments: list[list[Turn]], sentences: dict[str, str],
+             realizer: str) -> Instance:
+    """Join plan and dialogue into a schema instance; quotes are the realized event sentences."""
+    spans = _locate(cp, segments, sentences)
+    ops = [
+        Operation(op_id=o.op_id, type=o.type, target=o.target, target_aliases=list(o.aliases),
+                  old_value=o.old_value, new_value=o.new_value, trigger=spans[o.trigger],
+                  evidence=[spans[e] for e in o.evidence], unsupported=list(o.unsupported))
+        for o in cp.ops
+    ]
+    probes = []
+    for p in cp.probes:
+        chain = None
+        if p.multi_hop:
+            chain = ReasoningChain(source_facts=[spans[e] for e in p.chain_sources],
+                                   inferences=list(p.chain_inferences), answer=p.expected_answer)
+        probes.append(Probe(
+            probe_id=p.probe_id, probe_type=p.probe_type, question=p.question,
+            expected_answer=p.expected_answer, provenance=[spans[e] for e in p.provenance],
+            reasoning_chain=chain,
+            distractors=[Distractor(tag=t, value=v, note=n) for t, v, n in p.distractors],
+            multi_hop=p.multi_hop,
+            answer_key=AnswerKey(required=list(p.required), forbidden=list(p.forbidden)),
+            op_ids=list(p.op_ids)))
+    t = cp.topic
+    return Instance(instance_id=cp.instance_id, topic_id=t.background.topic_id, category=t.kit.category,
+                    subtopic=t.kit.subtopic, op_type=cp.op_type, background=t.background,
+                    segments=segments, operations=ops, probes=probes, realizer=realizer)
+
+
+def template_instance(cp: ConversationPlan, attempt: int = 0) -> Instance:
+    segments = realize_template(cp, attempt)
+    # The realizer rendered each event inside its user turn; recover that exact sentence.
+    sentences = {e.event_id: _sentence_in(segments[e.segment][e.turn].text, e) for e in cp.events}
+    return assemble(cp, segments, sentences, "template")
+
+
+def _sentence_in(turn_text: str, e: Event) -> str:
+    """The event's sentence inside a rendered user turn (the one carrying its value or clue)."""
+    if e.kind == "clue":
+        return e.clue
+    # Rendering is deterministic given the turn's RNG draws, so re-rendering is not possible here;
+    # instead find the rendered sentence by the bank it came from.
+    bank = {"state": STATE, "reuse": REUSE, "update": UPDATE, "forget": FORGET, "keep": KEEP,
+            "neighbour": NEIGHBOUR, "tentative": TENTATIVE}[e.kind]
+    kw = _slots(e)
+    for tpl in bank:
+        s = _fill(tpl, **kw)
+        if s in turn_text:
+            return s
+    raise ValueError(f"event {e.event_id} ({e.kind}) not found in its user turn: {turn_text!r}")
+
+
+def llm_instance(cp: ConversationPlan, attempt: int = 0, feedback: str = "") -> Instance:
+    segments = realize_llm(cp, attempt, feedback)
+    return assemble(cp, segments, fixed_sentences(cp), "llm")

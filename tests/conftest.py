@@ -1,0 +1,42 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+sys.path.insert(0, str(TESTS))  # faultserver and other test helpers
+
+
+@pytest.fixture
+def isolated_llm(tmp_path, monkeypatch):
+    """A fresh llm layer whose cache, usage logs and results live under tmp_path."""
+    from memlife import llm
+
+    monkeypatch.setenv("MEMLIFE_ROOT", str(tmp_path))
+    monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMLIFE_RUN", "pytest")
+    for name in list(os.environ):
+        if name.startswith("MEMLIFE_") and name not in ("MEMLIFE_ROOT", "MEMLIFE_CACHE_DIR", "MEMLIFE_RUN"):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    llm.configure(None, run="pytest", models={}, spend_cap_usd=None)
+    llm.reset_usage()
+    yield llm
+    llm.configure(None, models={})
+    llm.reset_usage()
+    llm._settings["run"] = None
+
+
+@pytest.fixture
+def fault_server():
+    from faultserver import FaultServer
+
+    with FaultServer() as s:
+        yield s
+
+
+def point_at(llm, server, role="reader", model="fake-model", **extra):
+    llm.configure(None, run="pytest", models={role: {"base_url": server.base_url, "model": model,
+                                                      "timeout_s": 2, "max_retries": 3, **extra}})
+    return llm.get_client(role)

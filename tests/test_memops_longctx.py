@@ -1,0 +1,77 @@
+"""Stage 4: dispersal into real unrelated conversations, insertion records, context distractors."""
+from __future__ import annotations
+
+import pytest
+
+from memlife import tokens
+from memlife.memops import gates as G
+from memlife.memops import longctx as L
+from memlife.memops import plan as P
+from memlife.memops import realize as R
+from memlife.memops.schema import long_context_history, normalize_value
+
+
+@pytest.fixture(scope="module")
+def instances():
+    return [R.template_instance(cp) for cp in P.plan(P.PlanParams(n_topics=2, seed=0))]
+
+
+@pytest.mark.parametrize("target", [3000, 6000, 20000])
+def test_length_follows_the_target(instances, target):
+    e = L.embed(instances[0], target, seed=0)
+    total = sum(tokens.count(t.text) for conv in long_context_history(e) for t in conv)
+    assert total == e.long_context.approx_tokens
+    assert 0.95 * target <= total <= target  # never over: the embedded model has an 8k window
+
+
+def test_segments_dispersed_in_order_into_different_conversations(instances):
+    for inst in instances:
+        e = L.embed(inst, 6000, seed=0)
+        lc = e.long_context
+        assert [i.segment for i in lc.insertions] == [0, 1, 2]
+        convs = [i.conversation for i in lc.insertions]
+        assert len(set(convs)) == 3 and convs == sorted(convs)  # time order preserved
+        for ins in lc.insertions:
+            assert ins.position % 2 == 0 and ins.messages == 8
+            got = lc.conversations[ins.conversation].turns[ins.position: ins.position + 8]
+            assert got == inst.segments[ins.segment]
+        assert G.check(e) == []
+
+
+def test_history_alternates_and_hosts_are_real_corpus_dialogues(instances):
+    from memlife import corpus
+
+    e = L.embed(instances[1], 6000, seed=0)
+    ids = {d.dialogue_id for d in corpus.load_dialogues()}
+    for conv in e.long_context.conversations:
+        assert conv.source.split(":", 1)[1] in ids
+        assert [t.role for t in conv.turns] == ["user", "assistant"] * (len(conv.turns) // 2)
+
+
+def test_context_distractors_are_close_to_a_target_but_state_neutral(instances):
+    for inst in instances:
+        e = L.embed(inst, 6000, seed=0)
+        cds = e.long_context.context_distractors
+        assert 5 <= len(cds) <= 6
+        values = {normalize_value(v) for o in inst.operations for v in (o.old_value, o.new_value) if v}
+        for cd in cds:
+            text = " ".join(t.text for t in cd.turns)
+            assert cd.target in text  # semantically close: it names the target
+            norm = f" {normalize_value(text)} "
+            assert not any(f" {v} " in norm for v in values)  # but states none of the user's values
+        tagged = [d for p in e.probes for d in p.distractors if d.tag == "context_level"]
+        assert tagged and all(d.tag == "context_level" for d in tagged)
+
+
+def test_same_seed_same_history_other_seed_differs(instances):
+    a = L.embed(instances[0], 6000, seed=0)
+    b = L.embed(instances[0], 6000, seed=0)
+    c = L.embed(instances[0], 6000, seed=1)
+    assert a.model_dump() == b.model_dump()
+    assert a.long_context.model_dump() != c.long_context.model_dump()
+
+
+def test_gate_catches_a_moved_segment(instances):
+    e = L.embed(instances[0], 6000, seed=0)
+    e.long_context.insertions[1].position += 2
+    assert any(f.gate == "long_context" and "not found verbatim" in f.reason for f in G.check(e))

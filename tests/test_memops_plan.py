@@ -1,0 +1,117 @@
+"""The stage 1-3 planner: the paper profile's scale and proportions, and determinism."""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import pytest
+
+from memlife.memops import plan as P
+from memlife.memops import realize as R
+from memlife.memops.schema import PAPER_CATEGORY_COUNTS, PROBE_TYPES, dumps, normalize_value
+
+
+@pytest.fixture(scope="module")
+def paper_plan():
+    return P.plan(P.PlanParams(n_topics=100, seed=0, max_conversations=403))
+
+
+def test_category_counts_match_the_paper_at_100_and_scale_down():
+    assert P.category_counts(100) == PAPER_CATEGORY_COUNTS
+    small = P.category_counts(10)
+    assert sum(small.values()) == 10
+    # Largest categories keep the largest shares when scaled down.
+    assert small["Plans & Events"] >= small["Corrections & Errors"]
+    assert P.category_counts(2) == {"Plans & Events": 1, "Personal Profile": 1, "Social Contacts": 0,
+                                    "Preferences & Devices": 0, "Temporary Status": 0,
+                                    "Corrections & Errors": 0}
+
+
+def test_paper_plan_scale(paper_plan):
+    topics = {cp.topic.background.topic_id for cp in paper_plan}
+    assert len(topics) == 100
+    assert len(paper_plan) == 403
+    n_probes = sum(len(cp.probes) for cp in paper_plan)
+    assert 1900 <= n_probes <= 2100  # paper: 2,006
+    by_topic = Counter(cp.topic.kit.category for cp in {cp.topic.index: cp for cp in paper_plan}.values())
+    assert dict(by_topic) == PAPER_CATEGORY_COUNTS
+    assert len({cp.topic.kit.subtopic for cp in paper_plan}) >= 18  # fine-grained sub-topics
+
+
+def test_paper_plan_proportions(paper_plan):
+    ops = Counter(cp.op_type for cp in paper_plan)
+    assert set(ops) == {"remember", "forget", "update", "reflect", "trajectory"}
+    assert max(ops.values()) - min(ops.values()) <= 1  # comparable proportions
+    probes = [p for cp in paper_plan for p in cp.probes]
+    types = Counter(p.probe_type for p in probes)
+    assert set(types) == set(PROBE_TYPES)
+    assert all(c >= 0.05 * len(probes) for c in types.values())
+    multi = sum(p.multi_hop for p in probes) / len(probes)
+    assert 0.17 <= multi <= 0.23  # paper: 20.1%
+    traj = [cp for cp in paper_plan if cp.op_type == "trajectory"]
+    assert sum(len(cp.ops) for cp in traj) / len(traj) == pytest.approx(4.0, abs=0.1)
+    # StateTrajectory only ever on trajectory conversations.
+    assert all(cp.op_type == "trajectory" for cp in paper_plan for p in cp.probes if p.probe_type == "StateTrajectory")
+    # Every forget conversation carries a retained control and a probe stressed by it.
+    for cp in paper_plan:
+        if cp.op_type == "forget":
+            assert any(d[0] == "retained_control" for p in cp.probes for d in p.distractors)
+
+
+def test_required_answers_and_forbidden_values_disjoint(paper_plan):
+    for cp in paper_plan:
+        for p in cp.probes:
+            assert p.required, p.probe_id
+            assert not set(p.required) & set(p.forbidden), p.probe_id
+
+
+def _digest(seed: int, n_topics: int = 6) -> str:
+    cps = P.plan(P.PlanParams(n_topics=n_topics, seed=seed))
+    lines = "".join(dumps(R.template_instance(cp)) + "\n" for cp in cps)
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def test_same_seed_is_byte_identical_and_another_seed_differs():
+    assert _digest(0) == _digest(0)
+    assert _digest(0) != _digest(1)
+
+
+def test_different_seeds_draw_different_values():
+    a = P.plan_topics(20, 0)
+    b = P.plan_topics(20, 1)
+    assert [t.main_values for t in a] != [t.main_values for t in b]
+
+
+def test_events_never_share_a_user_turn():
+    bad = [P.Event("e0", 0, 1, "state", "x", "x", value="1"), P.Event("e1", 0, 1, "state", "y", "y", value="2")]
+    with pytest.raises(ValueError, match="share a user turn"):
+        P._check_slots("T-bad", bad)
+
+
+def test_select_pairs_keeps_everything_without_a_cap():
+    topics = P.plan_topics(3, 0)
+    assert len(P.select_pairs(topics, None, 0)) == 15
+    capped = P.select_pairs(topics, 11, 0)
+    assert len(capped) == 11
+    assert max(Counter(op for _, op in capped).values()) - min(Counter(op for _, op in capped).values()) <= 1
+
+
+@pytest.mark.parametrize("text, person, want", [
+    ("The user works mostly remotely, with one office day a week.", "you",
+     "You work mostly remotely, with one office day a week."),
+    ("the user never goes to the office", "I", "I never go to the office"),
+    ("the user is allergic to caffeine", "you", "you are allergic to caffeine"),
+    ("The user's sleep is disrupted on weekdays.", "you", "Your sleep is disrupted on weekdays."),
+    ("the user dislikes their team", "I", "I dislike my team"),
+    ("Lena values experiences more than physical gifts.", "you", "Lena values experiences more than physical gifts."),
+])
+def test_as_person_rewrites_claims_about_the_user(text, person, want):
+    assert P.as_person(text, person) == want
+
+
+def test_reflect_probes_forbid_unsupported_claims_in_both_wordings(paper_plan):
+    cp = next(c for c in paper_plan if c.op_type == "reflect")
+    for p in cp.probes:
+        for u in cp.topic.reflect.unsupported:
+            assert normalize_value(u) in p.forbidden
+            assert normalize_value(P.as_person(u, "you")) in p.forbidden
