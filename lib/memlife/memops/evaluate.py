@@ -25,7 +25,7 @@ RECORD_COLUMNS = (
     "system", "setting", "instance_id", "topic_id", "op_type", "probe_id", "probe_type", "multi_hop",
     "malformed", "parse_error", "answer", "pred_operations", "pred_provenance", "raw",
     "context_tokens", "truncated_tokens", "retrieved", "prompt_tokens", "completion_tokens",
-    "request_id", "reader",
+    "request_id", "reader", "variant",
     "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect",
 )
 
@@ -41,14 +41,18 @@ class EvalConfig:
     top_k_turns: int = 10
     top_k_sessions: int = 2
     top_k_memories: int = 10
-    reader_max_tokens: int = 256
+    reader_max_tokens: int = 192
     temp_lora_steps: int = 4
     temp_lora_settings: list[str] = field(default_factory=lambda: ["adjacent"])
+    mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
     judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
 
 
+OP_ORDER = ("remember", "forget", "update", "reflect", "trajectory")  # the paper's order
+
+
 def select_instances(instances: list[Instance], max_instances: int | None) -> list[Instance]:
-    """Round-robin over op types in instance-id order, so any cut keeps op types balanced."""
+    """Round-robin over op types (paper order) in instance-id order: any cut keeps them balanced."""
     ordered = sorted(instances, key=lambda i: i.instance_id)
     if max_instances is None or max_instances >= len(ordered):
         return ordered
@@ -57,7 +61,7 @@ def select_instances(instances: list[Instance], max_instances: int | None) -> li
         by_type.setdefault(inst.op_type, []).append(inst)
     picked: list[Instance] = []
     while len(picked) < max_instances:
-        for t in sorted(by_type):
+        for t in sorted(by_type, key=lambda t: (OP_ORDER.index(t) if t in OP_ORDER else 99, t)):
             if by_type[t] and len(picked) < max_instances:
                 picked.append(by_type[t].pop(0))
     return sorted(picked, key=lambda i: i.instance_id)
@@ -161,12 +165,13 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                         system = systems.make_system(
                             name, reader=reader, store_root=out_dir / "stores", top_k_turns=cfg.top_k_turns,
                             top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
-                            seed=cfg.seed, temp_lora=lora_cfg)
+                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=cfg.mem0_infer)
                     history = systems.history_for(inst, setting)
                     system.ingest(history)
                     for probe in probes:
                         ans = system.answer(history, probe.question)
                         rec = _record(name, setting, inst, probe, ans, reader_model)
+                        rec["variant"] = getattr(system, "variant", "")
                         if use_judge:
                             rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
                         journal.append(rec)
@@ -218,10 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-instances", type=int)
     ap.add_argument("--max-probes", type=int)
     ap.add_argument("--top-k-memories", type=int, default=10)
+    ap.add_argument("--mem0-infer", choices=("auto", "yes", "no"), default="auto")
     a = ap.parse_args(argv)
     cfg = EvalConfig(systems=a.systems.split(","), settings=a.settings.split(","),
                      max_instances=a.max_instances, max_probes=a.max_probes,
-                     top_k_memories=a.top_k_memories, judge=False)
+                     top_k_memories=a.top_k_memories, judge=False,
+                     mem0_infer={"auto": None, "yes": True, "no": False}[a.mem0_infer])
     df = run(load_instances(a.instances), cfg, Path(a.out), progress=False)
     print(json.dumps({"records": len(df)}))
     return 0

@@ -168,6 +168,7 @@ class MemorySystem(Protocol):
 
 class LongContextSystem:
     name = "long_context"
+    variant = ""
 
     def __init__(self, reader: Reader):
         self.reader = reader
@@ -190,6 +191,7 @@ class BM25System:
             raise ValueError(f"granularity must be 'turn' or 'session', not {granularity!r}")
         self.reader, self.granularity, self.top_k = reader, granularity, int(top_k)
         self.name = f"bm25_{granularity}"
+        self.variant = f"top_k={self.top_k}"
         self._index: dict[str, tuple[object, list[list[str]]]] = {}
 
     def _units(self, history: History) -> list[list[str]]:
@@ -271,14 +273,28 @@ def embedder_path() -> str:
 FIXED_DATE = "2025-01-01"
 
 
+# Mem0 2.2's extraction system prompt (ADDITIVE_EXTRACTION_PROMPT) alone is ~7,600 o200k tokens:
+# with any conversation after it, it overflows the embedded model's 8,192-token window
+# ("request (8898 tokens) exceeds the available context size"). On such a reader Mem0 runs with
+# `infer=False` — its real store, embedder and search over the raw messages, no LLM extraction.
+MEM0_MIN_WINDOW_FOR_INFER = 16_384
+
+
 class Mem0System:
-    """Mem0 OSS (`mem0ai`), in-process: LLM via the memlife proxy, local embedder, local Qdrant."""
+    """Mem0 OSS (`mem0ai`), in-process: LLM via the memlife proxy, local embedder, local Qdrant.
+
+    `infer=None` chooses: LLM extraction (Mem0's default) when the reader's window holds Mem0's
+    prompt, else raw-message memories (`infer=False`). The choice is in every record.
+    """
 
     name = "mem0"
 
-    def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader"):
+    def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader",
+                 infer: bool | None = None):
         self.reader, self.store_root, self.top_k = reader, Path(store_root), int(top_k)
         self.proxy_role = proxy_role
+        self.infer = reader.window() >= MEM0_MIN_WINDOW_FOR_INFER if infer is None else bool(infer)
+        self.variant = "infer" if self.infer else "raw (infer=False)"
         self._proxy = None
         self._mem: dict[str, object] = {}
 
@@ -330,9 +346,10 @@ class Mem0System:
         n = 0
         for sess in history.sessions:
             # One add per session: Mem0's native unit of conversation ingestion.
-            m.add([dict(x) for x in sess], user_id=self._user(history), infer=True)
+            m.add([dict(x) for x in sess], user_id=self._user(history), infer=self.infer)
             n += 1
-        marker.mark({"system": self.name, "history_id": history.history_id, "sessions": n})
+        marker.mark({"system": self.name, "history_id": history.history_id, "sessions": n,
+                     "variant": self.variant})
 
     def memories(self, history: History) -> list[dict]:
         res = self._memory(history).get_all(filters={"user_id": self._user(history)})
@@ -383,6 +400,7 @@ class MemOSSystem:
     """
 
     name = "memos"
+    variant = "general_text"
 
     def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader"):
         self.reader, self.store_root, self.top_k = reader, Path(store_root), int(top_k)
@@ -501,6 +519,7 @@ class TempLoRASystem:
 
     def __init__(self, store_root: Path, config: TempLoRAConfig | None = None, seed: int = 0):
         self.store_root, self.cfg, self.seed = Path(store_root), config or TempLoRAConfig(), seed
+        self.variant = f"steps={self.cfg.max_steps}"
         self._base = None
         self._tok = None
         self._active: tuple[str, object] | None = None
@@ -601,7 +620,7 @@ class TempLoRASystem:
 
 def make_system(name: str, *, reader: Reader, store_root: Path, top_k_turns: int = 10,
                 top_k_sessions: int = 2, top_k_memories: int = 10, seed: int = 0,
-                temp_lora: TempLoRAConfig | None = None) -> MemorySystem:
+                temp_lora: TempLoRAConfig | None = None, mem0_infer: bool | None = None) -> MemorySystem:
     if name == "long_context":
         return LongContextSystem(reader)
     if name == "bm25_turn":
@@ -609,7 +628,7 @@ def make_system(name: str, *, reader: Reader, store_root: Path, top_k_turns: int
     if name == "bm25_session":
         return BM25System(reader, "session", top_k_sessions)
     if name == "mem0":
-        return Mem0System(reader, store_root, top_k_memories)
+        return Mem0System(reader, store_root, top_k_memories, infer=mem0_infer)
     if name == "memos":
         return MemOSSystem(reader, store_root, top_k_memories)
     if name == "temp_lora":
