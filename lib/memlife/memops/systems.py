@@ -417,7 +417,7 @@ class MemOSSystem:
 
             self._proxy = proxy.start(role=self.proxy_role, client=self.reader.client)
             env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                   "MOS_TELEMETRY": "false", "MEMOS_DIR": str(self.store_root / "memos_home")}
+                   "MOS_TELEMETRY": "false", "MEMOS_BASE_PATH": str(self.store_root / "memos_home")}
             self._proc = subprocess.Popen(
                 [str(py), str(Path(__file__).with_name("memos_worker.py"))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True, env=env, bufsize=1,
