@@ -7,6 +7,7 @@ instances.jsonl. No model is called.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 import time
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from memlife.memops.plan import PlanParams, plan
 
 
 def main() -> None:
-    params = params_for("paper")
+    # The offline path: the template realizer, even though the paper profile names an LLM generator.
+    params = replace(params_for("paper"), realizer="template", verifier="off")
     t = time.perf_counter()
     cps = plan(PlanParams(params.n_topics, params.seed, params.max_conversations))
     t_plan = time.perf_counter() - t

@@ -171,9 +171,18 @@ def test_schema_gate_names_the_field():
 
 def test_expected_answer_repeating_a_deleted_value_is_rejected():
     obj = good_forget()
-    obj["probes"][0]["expected_answer"] = "The door code was 4417#, now deleted."
+    obj["probes"][0]["expected_answer"] = "Your ZIP code is 94110; the door code was 4417#, now deleted."
     got = reasons(obj)
     assert [f.gate for f in got] == ["probe_structure"]
+    assert "repeats the deleted value '4417'" in got[0].reason
+
+
+def test_expected_answer_must_state_its_required_values():
+    obj = good_forget()
+    obj["probes"][0]["expected_answer"] = "Nothing about the door code; your ZIP code is unchanged."
+    got = reasons(obj)
+    assert [f.gate for f in got] == ["probe_structure"]
+    assert "does not state required value '94110'" in got[0].reason
 
 
 def test_validate_cli_exit_codes_and_reasons(tmp_path):
@@ -222,3 +231,28 @@ def test_template_realizer_output_passes_every_gate():
     for cp in P.plan(P.PlanParams(n_topics=12, seed=3)):
         inst = R.template_instance(cp)
         assert G.check(inst) == [], cp.instance_id
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=10_000), n_topics=st.integers(min_value=1, max_value=6),
+       attempt=st.integers(min_value=0, max_value=3))
+def test_every_seed_gives_instances_that_pass_every_gate(seed, n_topics, attempt):
+    from memlife.memops import plan as P
+    from memlife.memops import realize as R
+
+    for cp in P.plan(P.PlanParams(n_topics=n_topics, seed=seed)):
+        inst = R.template_instance(cp, attempt)
+        assert G.check(inst) == [], cp.instance_id
+        for op in inst.operations:
+            for span in (op.trigger, *op.evidence):
+                assert inst.segments[span.segment][span.turn].role == "user"
+                assert span.quote in inst.segments[span.segment][span.turn].text
+
+
+@given(st.text(max_size=40))
+def test_normalize_value_is_idempotent(text):
+    assert normalize_value(normalize_value(text)) == normalize_value(text)

@@ -75,3 +75,19 @@ def test_gate_catches_a_moved_segment(instances):
     e = L.embed(instances[0], 6000, seed=0)
     e.long_context.insertions[1].position += 2
     assert any(f.gate == "long_context" and "not found verbatim" in f.reason for f in G.check(e))
+
+
+def test_ultrachat_jsonl_filler(tmp_path, instances):
+    import json as _json
+
+    f = tmp_path / "ultrachat.jsonl"
+    rows = [{"id": f"u{i}", "data": [f"Question {i} about gardening and soil?", f"Answer {i}: " + "mulch helps. " * 20] * 3}
+            for i in range(40)]
+    f.write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    e = L.embed(instances[0], 3000, seed=0, filler_path=str(f))
+    assert all(c.source.startswith("ultrachat:u") for c in e.long_context.conversations)
+    assert G.check(e) == []
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "data": "not a list"}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:1: field 'data'"):
+        L.load_ultrachat_jsonl(str(bad))

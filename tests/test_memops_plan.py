@@ -8,7 +8,7 @@ import pytest
 
 from memlife.memops import plan as P
 from memlife.memops import realize as R
-from memlife.memops.schema import PAPER_CATEGORY_COUNTS, PROBE_TYPES, dumps, normalize_value
+from memlife.memops.schema import PAPER_CATEGORY_COUNTS, PROBE_TYPES, dumps, key_value
 
 
 @pytest.fixture(scope="module")
@@ -113,5 +113,12 @@ def test_reflect_probes_forbid_unsupported_claims_in_both_wordings(paper_plan):
     cp = next(c for c in paper_plan if c.op_type == "reflect")
     for p in cp.probes:
         for u in cp.topic.reflect.unsupported:
-            assert normalize_value(u) in p.forbidden
-            assert normalize_value(P.as_person(u, "you")) in p.forbidden
+            assert key_value(u) in p.forbidden
+            assert key_value(P.as_person(u, "you")) in p.forbidden
+
+
+@pytest.mark.parametrize("text, want", [("a MacBook Air M3", "macbook air m3"), ("my brother Karim", "brother karim"),
+                                        ("The Visa ending 4821", "visa ending 4821"), ("#A-558190", "a 558190"),
+                                        ("Another Day", "another day")])
+def test_key_value_drops_only_a_leading_determiner(text, want):
+    assert key_value(text) == want

@@ -17,8 +17,24 @@ from pathlib import Path
 from . import config, llm, paths
 
 
+def check_paper_profile(profile: str) -> None:
+    """The paper profile spends real money: it needs a configured endpoint and a spending cap."""
+    if profile != "paper":
+        return
+    llm.configure(profile)
+    embedded = [r for r in ("reader", "judge") if not llm.role_configured(r)]
+    if embedded:
+        raise SystemExit(f"profile 'paper' needs an API endpoint for {embedded}: set MEMLIFE_BASE_URL/"
+                         f"OPENAI_API_KEY or configs/paper.yaml models (README, 'Backends')")
+    if llm._settings.get("spend_cap_usd") is None and not os.environ.get("MEMLIFE_SPEND_CAP_USD"):
+        raise SystemExit("profile 'paper' needs a spending cap: set MEMLIFE_SPEND_CAP_USD (US dollars); "
+                         "each notebook prints its token estimate, and the run stops before passing the cap")
+
+
 def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: str = "python3") -> dict:
     import papermill as pm
+
+    check_paper_profile(profile)
 
     root = Path(root) if root else paths.repo_root()
     lay = paths.layout(profile, root)

@@ -22,6 +22,7 @@ import subprocess
 import time
 import urllib.request
 from contextlib import contextmanager
+from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,6 +172,7 @@ def stop_server(server: Server | None = None) -> None:
         (_state_dir() / "state.json").unlink(missing_ok=True)
 
 
+@lru_cache(maxsize=1)
 def model_fingerprint() -> str:
     """Identity of the embedded model for cache keys: alias plus the GGUF's size and head hash.
 

@@ -1,6 +1,7 @@
 """MemOps dataset commands.
 
     python -m memlife.memops build --profile quick --out data/quick/memops
+    python -m memlife.memops build --profile paper --offline   # paper scale, no model calls
     python -m memlife.memops validate data/quick/memops/instances.jsonl
 
 `build` plans, realizes, gates and embeds the profile's dataset (configs/<profile>.yaml,
@@ -28,16 +29,30 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--profile", required=True, choices=paths.PROFILES)
     b.add_argument("--out", type=Path, help="output folder (default: data/<profile>/memops)")
     b.add_argument("--seed", type=int, help="override the profile's seed")
+    b.add_argument("--realizer", choices=("auto", "template", "llm"),
+                   help="override the profile's realizer (auto: the LLM when a generator endpoint is configured)")
+    b.add_argument("--filler", type=Path, help="UltraChat JSONL for the unrelated conversations (default: Chit-Chat)")
+    b.add_argument("--offline", action="store_true",
+                   help="template realizer and no LLM verifier, whatever endpoints the profile names")
     v = sub.add_parser("validate", help="check a JSONL file against the deterministic gates")
     v.add_argument("file", type=Path)
     args = ap.parse_args(argv)
 
     if args.cmd == "build":
-        params = params_for(args.profile)
-        if args.seed is not None:
-            from dataclasses import replace
+        from memlife import llm
 
+        llm.configure(args.profile)  # "generator"/"verifier" endpoints, as the profile sets them
+        params = params_for(args.profile)
+        from dataclasses import replace
+
+        if args.seed is not None:
             params = replace(params, seed=args.seed)
+        if args.realizer is not None:
+            params = replace(params, realizer=args.realizer)
+        if args.filler is not None:
+            params = replace(params, filler_path=str(args.filler))
+        if args.offline:
+            params = replace(params, realizer="template", verifier="off")
         out = args.out or paths.layout(args.profile).data / "memops"
         t0 = time.perf_counter()
         res = build(params, out)

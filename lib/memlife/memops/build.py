@@ -31,6 +31,8 @@ class BuildParams:
     longctx_tokens: int
     max_attempts: int = 3
     realizer: str = "auto"  # auto | template | llm
+    verifier: str = "auto"  # auto (the LLM verifier when a verifier endpoint is configured) | off
+    filler_path: str | None = None  # UltraChat JSONL for the long context; None: the Chit-Chat corpus
 
 
 def params_for(profile: str) -> BuildParams:
@@ -40,7 +42,7 @@ def params_for(profile: str) -> BuildParams:
     return BuildParams(profile=p["profile"], seed=int(p["seed"]), n_topics=int(p["n_topics"]),
                        max_conversations=p.get("max_conversations"),
                        longctx_tokens=int(p["longctx_tokens"]), max_attempts=int(p.get("max_attempts", 3)),
-                       realizer=p.get("realizer", "auto"))
+                       realizer=p.get("realizer", "auto"), verifier=p.get("verifier", "auto"))
 
 
 def _use_llm(choice: str) -> bool:
@@ -57,7 +59,11 @@ def _use_llm(choice: str) -> bool:
     return llm.role_configured("generator")
 
 
-def _verifier_on() -> bool:
+def _verifier_on(choice: str) -> bool:
+    if choice == "off":
+        return False
+    if choice != "auto":
+        raise ValueError(f"verifier must be auto or off, got {choice!r}")
     try:
         from memlife import llm
     except ImportError:
@@ -74,13 +80,13 @@ class BuildResult:
 
 def build(params: BuildParams, out_dir: Path | None = None, progress: bool = True) -> BuildResult:
     cps = plan(PlanParams(params.n_topics, params.seed, params.max_conversations))
-    use_llm, verify = _use_llm(params.realizer), _verifier_on()
+    use_llm, verify = _use_llm(params.realizer), _verifier_on(params.verifier)
     log = gates.GateLog()
     kept: list[Instance] = []
     for cp in tqdm(cps, desc="memops build", disable=not progress):
         def attempt(k: int, feedback: str, cp=cp) -> Instance:
             inst = realize.llm_instance(cp, k, feedback) if use_llm else realize.template_instance(cp, k)
-            return longctx.embed(inst, params.longctx_tokens, params.seed)
+            return longctx.embed(inst, params.longctx_tokens, params.seed, filler_path=params.filler_path)
         inst = gates.generate_with_gates(attempt, cp.instance_id, log, params.max_attempts, verify)
         if inst is not None:
             kept.append(inst)

@@ -147,6 +147,10 @@ def gate_probe_structure(inst: Instance) -> list[GateFailure]:
         for v in p.answer_key.required + p.answer_key.forbidden:
             if v != normalize_value(v) or not v:
                 fail(f"probe {p.probe_id}: answer key value {v!r} is not normalized")
+        said = f" {normalize_value(p.expected_answer)} "
+        for v in p.answer_key.required:
+            if f" {v} " not in said:
+                fail(f"probe {p.probe_id}: expected answer does not state required value {v!r}")
         both = set(p.answer_key.required) & set(p.answer_key.forbidden)
         if both:
             fail(f"probe {p.probe_id}: {sorted(both)} both required and forbidden")

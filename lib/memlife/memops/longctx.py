@@ -42,14 +42,45 @@ DISTRACTOR_TEMPLATES = (
 )
 
 
-@lru_cache(maxsize=1)
-def _corpus():
+@lru_cache(maxsize=2)
+def _corpus(filler_path: str | None = None):
     from memlife import corpus, tokens
 
-    dialogues = [d for d in corpus.load_dialogues() if len(d.turns) >= 4]
+    if filler_path is None:
+        dialogues = [d for d in corpus.load_dialogues() if len(d.turns) >= 4]
+    else:
+        dialogues = [d for d in load_ultrachat_jsonl(filler_path) if len(d.turns) >= 4]
     # Only whole user/assistant exchanges are used: a dialogue's dangling last user turn is dropped.
     sizes = [sum(tokens.count(t["content"]) for t in _even(d.turns)) for d in dialogues]
     return dialogues, sizes
+
+
+def load_ultrachat_jsonl(path: str):
+    """UltraChat (the paper's filler) as Dialogues: one JSON object per line, {"id", "data": [u, a, ...]}.
+
+    For users with internet access who fetched the release files (see the README); the offline
+    default is the Chit-Chat corpus. A malformed line raises naming the file, line and field.
+    """
+    import json
+
+    from memlife.corpus import Dialogue
+
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                data = rec["data"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{lineno}: expected a JSON object with a 'data' list ({exc})") from exc
+            if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+                raise ValueError(f"{path}:{lineno}: field 'data' must be a list of strings")
+            turns = tuple({"role": "user" if i % 2 == 0 else "assistant", "content": x.strip()}
+                          for i, x in enumerate(data) if x.strip())
+            out.append(Dialogue(dialogue_id=str(rec.get("id", lineno)), date="", turns=turns))
+    return tuple(sorted(out, key=lambda d: d.dialogue_id))
 
 
 def _even(turns):
@@ -72,10 +103,12 @@ def _distractor_turns(target: str, rng: random.Random) -> list[Turn]:
     return [Turn(role="user", text=u.format(target=target)), Turn(role="assistant", text=a.format(target=target))]
 
 
-def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | None = None) -> Instance:
+def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | None = None,
+          filler_path: str | None = None) -> Instance:
     """A copy of `inst` with `long_context` filled and probes tagged with their context distractors."""
     rng = random.Random(f"{seed}:longctx:{inst.instance_id}")
-    dialogues, sizes = _corpus()
+    dialogues, sizes = _corpus(filler_path)
+    source = "chitchat" if filler_path is None else "ultrachat"
     evidence_tokens = _tokens([t for seg in inst.segments for t in seg])
     if n_distractors is None:
         # About 5.7 per sample in the paper: 5 or 6, drawn per instance.
@@ -142,7 +175,7 @@ def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | No
             if pos < len(base):
                 out.append(base[pos])
         conversations.append(LongConversation(conversation_id=f"{inst.instance_id}-c{c}",
-                                              source=f"chitchat:{d.dialogue_id}", turns=out))
+                                              source=f"{source}:{d.dialogue_id}", turns=out))
     insertions.sort(key=lambda i: i.segment)
     # Counted from the cached per-dialogue sizes, so paper-scale histories are not re-tokenized.
     approx = total + evidence_tokens + sum(_tokens(t) for _, t in snippets)

@@ -22,6 +22,7 @@ from .schema import (
     Neighbour,
     Reflection,
     Supersession,
+    key_value,
     normalize_value,
 )
 
@@ -195,6 +196,7 @@ class _Builder:
         self.t = topic
         self.events: list[Event] = []
         self.ops: list[OpPlan] = []
+        self.neighbour_event = ""  # the event where another owner's value for the same target is said
 
     def ev(self, segment: int, slot: int, kind: str, spec: K.TargetSpec | None = None, **kw) -> str:
         eid = f"e{len(self.events)}"
@@ -328,9 +330,12 @@ def _op(b: _Builder, type_: str, target: str | None = None, last: bool = False) 
     return found[-1] if last else found[0]
 
 
-def yours(owner: str) -> str:
-    """An owner as the assistant says it back: 'my sister' -> 'your sister'."""
-    return "your " + owner[3:] if owner.startswith("my ") else owner
+def yours(phrase: str) -> str:
+    """A phrase as the assistant says it back: 'my sister' -> 'your sister', 'our hotel' -> 'your hotel'."""
+    for mine in ("my ", "our "):
+        if phrase.startswith(mine):
+            return "your " + phrase[len(mine):]
+    return phrase
 
 
 _AUX = {"is": ("am", "are"), "has": ("have", "have"), "was": ("was", "were")}
@@ -365,7 +370,7 @@ def as_person(text: str, person: str) -> str:
 
 
 def possessive(owner: str) -> str:
-    return owner + ("'" if owner.endswith("s") else "'s")
+    return owner + "'s"  # owners are singular people ("Jess's"), never plurals
 
 
 def spoken_name(spec: K.TargetSpec) -> str:
@@ -388,7 +393,8 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
 
     def add(ptype, q, a, prov, req, forb=(), dis=(), ops=(), multi=False, sources=(), inf=()):
         probes.append(ProbePlan(f"{iid}-p{len(probes) + 1}", ptype, q, a, tuple(prov),
-                                tuple(_N(x) for x in req), tuple(_N(x) for x in forb),
+                                tuple(dict.fromkeys(key_value(x) for x in req)),
+                                tuple(dict.fromkeys(key_value(x) for x in forb)),
                                 tuple(dis), tuple(ops), multi, tuple(sources), tuple(inf)))
 
     ev = {e.event_id: e for e in b.events}
@@ -402,7 +408,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
             _pick(rng, ("Which of my messages gave you something about {t} worth keeping, and what exactly should be kept?",
                         "Point me to where I told you {np}, and say what you should hold on to from it."),
                   t=m.target, np=m.np),
-            f"The message where you said {m.np} is {v1}: keep {v1} as your {m.target}.",
+            f"The message where you said {yours(m.np)} is {v1}: keep {v1} as your {m.target}.",
             _spans(b, rem.op_id), (v1,), (vn, v3), (same, recent), (rem.op_id,))
         add("TargetBinding",
             _pick(rng, ("I mentioned {vn} at some point. Is that my {t}? If not, whose is it and what is mine?",
@@ -432,7 +438,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         add("OperationTrace",
             _pick(rng, ("Which of my messages asked you to drop something, and what exactly should be removed?",
                         "Where did I ask you to get rid of a detail, and which detail was it?")),
-            f"Your request to delete {tmp.np}: the {tmp.target} is removed, while your {ctl.target} stays.",
+            f"Your request to delete {yours(tmp.np)}: the {tmp.target} is removed, while your {ctl.target} stays.",
             _spans(b, fg.op_id), (spoken_name(tmp),), (topic.temp_value,), (keep,), (fg.op_id,))
         add("TargetBinding",
             f"When I asked you to delete something, did that apply to my {ctl.target} or to the {tmp.target}?",
@@ -463,7 +469,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         add("OperationTrace",
             _pick(rng, ("Which message changed one of my details, and from what to what?",
                         "Find the message where I corrected something, and tell me what changed.")),
-            f"The correction where {m.np} went from {v1} to {v2}.",
+            f"The correction where {yours(m.np)} went from {v1} to {v2}.",
             _spans(b, up.op_id), (v2,), (), (stale,), (up.op_id,))
         add("TargetBinding",
             f"The correction I made — which of my details did it apply to, and is {possessive(topic.owner)} affected?",

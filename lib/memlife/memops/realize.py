@@ -50,7 +50,7 @@ UPDATE = (
     "Sorry, I got that wrong earlier: {np} is {v}, not {old}.",
     "Change of plan: {np} is now {v} instead of {old}.",
     "Scratch {old}; {np} is {v} from now on.",
-    "Heads up, {np} moved from {old} to {v}.",
+    "Heads up, {np} is now {v}; it used to be {old}.",
 )
 FORGET = (
     "Please forget {np} I gave you; I don't want it kept anywhere.",
@@ -66,7 +66,7 @@ KEEP = (
     "But hang on to {np}, {v}, I still need it.",
 )
 NEIGHBOUR = (
-    "{OWNER_POSS} {target} is {v}, by the way, not mine.",
+    "{OWNER_POSS} {target} is {v}, by the way, so don't mix them up.",
     "Don't mix it up with {owner_poss} {target}, which is {v}.",
     "{OWNER_POSS} {target} is {v}, if that comes up.",
     "Separate thing: {owner_poss} {target} is {v}.",
@@ -172,6 +172,25 @@ ITEM_REQUESTS = (
 )
 
 
+# Other wordings of the same beats (same slots), so the stock requests vary between conversations.
+ITEM_VARIANTS = {
+    0: (("Put '{item}' on the list, please.", "Done. The list so far: {list}."),
+        ("Don't let me forget to {item}.", "It's on the list now: {list}. I'll bring it up when we next go through it.")),
+    1: (("Where are we with the list?", "Open items: {list}. '{first}' is the one I'd move on next."),),
+    2: (("Should I start with {a} or {b}?",
+         "Go with '{a}' first; it takes the least time, and '{b}' is easier once that's done."),),
+    3: (("Can you spread the list over the next few days?", "Sure: {plan}. That keeps each day light."),),
+    4: (("Is '{item}' a big job?",
+         "Not really. Most of it is waiting on someone else; the hands-on part is maybe half an hour."),),
+    5: (("'{done}' is done!", "Nice work, ticked off. Still to go: {list}."),),
+    6: (("Can you write a short text asking my neighbour for help to {item}?",
+         "Here you go: 'Hi, sorry to bother you! Any chance you could help me {item} one evening this week? Happy to return the favour.'"),),
+    7: (("Nudge me about '{item}' on Thursday?", "Will do: a reminder for '{item}' on Thursday morning."),),
+    8: (("Anything I should watch out for with '{item}'?",
+         "Mostly deadlines and paperwork: check whether it needs a reference number or an appointment, and keep the confirmation."),),
+}
+
+
 def _fill(template: str, **kw) -> str:
     text = template.format(**kw)
     return text[0].upper() + text[1:]
@@ -233,7 +252,7 @@ def _task_exchange(state: _TaskState, rng: random.Random) -> tuple[str, str]:
 
 
 def _beat(k: int, state: _TaskState, rng: random.Random) -> tuple[str, str] | None:
-    u, a = ITEM_REQUESTS[k]
+    u, a = rng.choice((ITEM_REQUESTS[k], *ITEM_VARIANTS.get(k, ())))
     todo = state.todo
     if k == 0 and state.items_left:
         item = state.items_left.pop(0)
@@ -326,15 +345,18 @@ LLM_SYSTEM = (
 
 def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
     kit = cp.topic.kit
+    fixed = fixed_sentences(cp)
     lines = [
         f"Situation: the user is {cp.topic.background.setting} ({kit.subtopic}).",
         "Write exactly 8 turns: user, assistant, user, assistant, user, assistant, user, assistant.",
         "Return JSON: {\"turns\": [8 strings]}.",
+        "Each turn is 2-5 sentences. The assistant does concrete work (a plan, a list, a draft, a comparison) "
+        "based on what the user just said.",
         "Each user turn listed below MUST contain the given sentence exactly, character for character:",
     ]
     for e in cp.events:
         if e.segment == seg:
-            lines.append(f"- user turn {e.slot + 1}: \"{render_event(e, random.Random(e.event_id))}\"")
+            lines.append(f"- user turn {e.slot + 1}: \"{fixed[e.event_id]}\"")
     if seg > 0:
         lines.append("This is a later session of the same conversation; the user greets briefly.")
     if feedback:
@@ -344,7 +366,7 @@ def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
 
 def fixed_sentences(cp: ConversationPlan) -> dict[str, str]:
     """The sentence each event must appear as, shared by the LLM realizer and its gate."""
-    return {e.event_id: render_event(e, random.Random(e.event_id)) for e in cp.events}
+    return {e.event_id: render_event(e, random.Random(f"{cp.instance_id}:{e.event_id}")) for e in cp.events}
 
 
 def realize_llm(cp: ConversationPlan, attempt: int = 0, feedback: str = "") -> list[list[Turn]]:

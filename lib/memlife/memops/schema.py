@@ -257,6 +257,19 @@ def normalize_value(text: str) -> str:
     return _NON_ALNUM.sub(" ", folded).strip()
 
 
+_LEADING_DETERMINER = re.compile(r"^\s*(?:a|an|the|my|your)\s+", re.IGNORECASE)
+
+
+def key_value(text: str) -> str:
+    """An answer-key entry: the normalized value without a leading determiner.
+
+    "a MacBook Air M3" -> "macbook air m3", "my brother Karim" -> "brother karim", so an answer
+    that drops or changes the article still contains the key.
+    """
+    # Stripped from the raw text, so "#A-558190" keeps its letter while "a MacBook" loses its article.
+    return normalize_value(_LEADING_DETERMINER.sub("", text))
+
+
 def dumps(instance: Instance) -> str:
     """One canonical JSONL line: sorted keys, no whitespace variation, no timestamps."""
     return json.dumps(instance.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,109 @@
+"""The restore paper's reported figures, each with the section and the sentence it comes from.
+
+Tables put these beside our numbers; tests/test_paper_reference.py checks every quote against the
+paper text in ../shared/papers/ so a typo here cannot silently become "the paper's value".
+The paper is GPT-4o-mini (reader and judge) on LongMemEval-S at 8k/30k/80k budgets; ours differ
+in reader, judge and data unless a capable endpoint and the real LongMemEval file are configured.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+RESTORE_PAPER = "001_27ccb21e463f18b5.txt"
+PAPER_BUDGETS = (8000, 30000, 80000)
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    key: str
+    value: float
+    section: str
+    quote: str  # verbatim from the paper text; contains the value as printed
+    printed: str  # the value as the paper prints it
+    policy: str = ""
+    budget: int | None = None
+    regime: str = ""
+
+
+_R1 = "0.71, 0.73, and 0.67 are the 80k irreversible shares for FIFO, random, and redundancy-aware eviction, respectively."
+_R1_IMP = "whereas LLM-importance is 0.60 with a confidence interval spanning 0.5"
+_R1_8K = "1.00 is the irreversible share at 8k for all four eviction policies"
+_R1_FG = "1.00 is the forced-gold two-bin share across all 12 evicting/control cells"
+
+RESTORE_FIGURES: tuple[PaperFigure, ...] = (
+    PaperFigure("two_bin_share", 0.71, "5.1 (R1)", _R1, "0.71", "fifo", 80000, "topk"),
+    PaperFigure("two_bin_share", 0.73, "5.1 (R1)", _R1, "0.73", "random", 80000, "topk"),
+    PaperFigure("two_bin_share", 0.67, "5.1 (R1)", _R1, "0.67", "redundancy", 80000, "topk"),
+    PaperFigure("two_bin_share", 0.60, "5.1 (R1)", _R1_IMP, "0.60", "importance", 80000, "topk"),
+    *(PaperFigure("two_bin_share", 1.00, "5.1 (R1)", _R1_8K, "1.00", p, 8000, "topk")
+      for p in ("fifo", "random", "redundancy", "importance")),
+    *(PaperFigure("two_bin_share", 1.00, "5.1 (R1)", _R1_FG, "1.00", p, b, "forced_gold")
+      for p in ("fifo", "random", "redundancy", "importance") for b in PAPER_BUDGETS),
+    PaperFigure("r2_holm_rejections", 4, "5.2 (R2)",
+                "4 of 12 evicting cells reject the recoverable-share gap between top-k and "
+                "forced-gold retrieval after Holm correction.", "4"),
+    PaperFigure("r2_family_size", 12, "5.2 (R2)", "4 of 12 evicting cells", "12"),
+    PaperFigure("r3_matched_pairs", 9, "5.3 (R3)",
+                "0 of 9 accuracy-matched baseline pairs dissociate in irreversible rate", "9"),
+    PaperFigure("r3_dissociating_pairs", 0, "5.3 (R3)",
+                "0 of 9 accuracy-matched baseline pairs dissociate in irreversible rate", "0"),
+    PaperFigure("r3_max_abs_difference", 0.036, "5.3 (R3)",
+                "|∆rate| ≤0.036 and every confidence interval spanning 0", "0.036"),
+    PaperFigure("r3_control_detected", 9, "5.3 (R3)",
+                "The deliberately destructive control differs significantly in all 9 contrasts",
+                "9"),
+    PaperFigure("r4_residual_primary_reader", 59, "5.4 (R4)",
+                "59→28 residual cases occur for no-evict at 80k under forced-gold injection with "
+                "the stronger reader", "59", "no_evict", 80000, "forced_gold"),
+    PaperFigure("r4_residual_stronger_reader", 28, "5.4 (R4)",
+                "59→28 residual cases occur for no-evict at 80k under forced-gold injection with "
+                "the stronger reader", "28", "no_evict", 80000, "forced_gold"),
+    PaperFigure("judge_percent_agreement", 0.957, "Appendix C",
+                "agrees with GPT-4o-mini judging at 95.7% with Cohen’s κ=0.90", "95.7%"),
+    PaperFigure("judge_cohen_kappa", 0.90, "Appendix C",
+                "agrees with GPT-4o-mini judging at 95.7% with Cohen’s κ=0.90", "0.90"),
+    PaperFigure("judge_audit_items", 393, "Appendix C",
+                "The independent audit included 393 completed grades after excluding 3 errored calls",
+                "393"),
+    PaperFigure("oracle_answerable_n", 336, "Appendix A",
+                "The baseline oracle-answerable denominator is N=336", "336"),
+    PaperFigure("surviving_gold_recoverable_share", 0.003, "Appendix C",
+                "7 cases, or 0.3%, become recoverable when only surviving gold is restored",
+                "0.3%"),
+    PaperFigure("placebo_flip_share", 0.083, "Appendix C",
+                "restoring old chronological placement flips 8.3% wrong answers to correct",
+                "8.3%"),
+)
+
+
+def figures(key: str | None = None) -> pd.DataFrame:
+    """The paper's figures as a table (optionally one key), for putting beside ours."""
+    df = pd.DataFrame([asdict(f) for f in RESTORE_FIGURES])
+    df["budget"] = df["budget"].astype("Int64")
+    return df if key is None else df[df["key"] == key].reset_index(drop=True)
+
+
+def figure(key: str, **where) -> float:
+    """One figure by key (and policy/budget/regime); KeyError if absent or ambiguous."""
+    hits = [f for f in RESTORE_FIGURES
+            if f.key == key and all(getattr(f, k) == v for k, v in where.items())]
+    if len(hits) != 1:
+        raise KeyError(f"{len(hits)} paper figures match {key} {where}")
+    return hits[0].value
+
+
+def paper_budget(budget: int, budgets: list[int]) -> int | None:
+    """Which paper budget one of ours stands in for: by rank when there are three budgets (ours
+    are scaled to our shorter histories), otherwise only the smallest and the largest."""
+    ours = sorted(set(int(b) for b in budgets))
+    if budget not in ours:
+        raise ValueError(f"budget {budget} not in {ours}")
+    if len(ours) == len(PAPER_BUDGETS):
+        return PAPER_BUDGETS[ours.index(budget)]
+    if budget == ours[0]:
+        return PAPER_BUDGETS[0]
+    if budget == ours[-1]:
+        return PAPER_BUDGETS[-1]
+    return None

@@ -1,0 +1,1 @@
+"""Restore audit: reader, restore counterfactual, decomposition and its statistics."""

@@ -1,0 +1,203 @@
+"""Question-clustered bootstrap, Holm correction, paired contrasts, and rater agreement.
+
+The unit of resampling is the question (more generally, the cluster): when a question is drawn,
+every row that belongs to it — all its seed replicates, in every cell — moves with it. Seed
+replicates of one question share the question's difficulty, so resampling rows as if they were
+independent would understate the uncertainty.
+
+Vectorization: a bootstrap resample of Q clusters is a vector of counts (how often each cluster
+was drawn). Every statistic used here is a ratio of sums over rows, so the resampled sums for all
+cells and all resamples at once are one matrix product, ``counts (B x Q) @ per-cluster sums
+(Q x M)``. Using the same count matrix for every cell also makes contrasts between cells paired.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import cohen_kappa_score
+from statsmodels.stats.multitest import multipletests
+
+
+def cluster_counts(n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
+    """B x Q matrix: row b counts how often each of Q clusters is drawn in resample b.
+
+    Each row is Q draws with replacement from Q clusters (so it sums to Q). Deterministic in
+    `seed`.
+    """
+    if n_clusters < 1:
+        raise ValueError("cluster bootstrap needs at least one cluster")
+    if n_boot < 1:
+        raise ValueError("n_boot must be at least 1")
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_clusters, size=(n_boot, n_clusters))
+    flat = draws + n_clusters * np.arange(n_boot)[:, None]
+    counts = np.bincount(flat.ravel(), minlength=n_boot * n_clusters)
+    return counts.reshape(n_boot, n_clusters).astype(np.float64)
+
+
+def cluster_sums(
+    df: pd.DataFrame, cluster: str, columns: Sequence[str], clusters: Sequence | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster sums of `columns`: (cluster ids, Q x len(columns) array).
+
+    `clusters` fixes the cluster order (and includes clusters with no rows, as zeros), so that
+    several tables can share one count matrix.
+    """
+    sums = df.groupby(cluster, sort=True)[list(columns)].sum()
+    if clusters is not None:
+        unknown = set(sums.index) - set(clusters)
+        if unknown:
+            raise ValueError(f"clusters not in the given order: {sorted(unknown)[:5]}")
+        sums = sums.reindex(list(clusters), fill_value=0)
+    return sums.index.to_numpy(), sums.to_numpy(dtype=np.float64)
+
+
+def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den elementwise, NaN where den is 0 (a share of nothing is undefined, not 0)."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    out = np.full(np.broadcast(num, den).shape, np.nan)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+def resample_totals(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """Totals of every column in every resample: (B x Q) @ (Q x ...) -> (B x ...)."""
+    q = sums.shape[0]
+    if counts.shape[1] != q:
+        raise ValueError(f"count matrix has {counts.shape[1]} clusters, sums have {q}")
+    flat = sums.reshape(q, -1)
+    return (counts @ flat).reshape((counts.shape[0],) + sums.shape[1:])
+
+
+def ratio_replicates(counts: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Bootstrap replicates of sum(num) / sum(den) for every column: B x ... (NaN if den sums to 0)."""
+    return safe_ratio(resample_totals(counts, num), resample_totals(counts, den))
+
+
+def percentile_interval(replicates: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval along axis 0, ignoring undefined (NaN) replicates.
+
+    Columns whose replicates are all undefined get NaN bounds.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rep = np.asarray(replicates, dtype=np.float64)
+    tail = 100 * (1 - level) / 2
+    lo = np.full(rep.shape[1:], np.nan)
+    hi = np.full(rep.shape[1:], np.nan)
+    defined = np.any(~np.isnan(rep), axis=0)
+    if np.any(defined):
+        q = np.nanpercentile(rep[:, defined], [tail, 100 - tail], axis=0)
+        lo[defined], hi[defined] = q[0], q[1]
+    return lo, hi
+
+
+def bootstrap_pvalue(replicates: np.ndarray, null: float = 0.0) -> np.ndarray:
+    """Two-sided bootstrap p-value for H0: statistic == `null`, along axis 0.
+
+    p = min(1, 2 * min(#(rep <= null) + 1, #(rep >= null) + 1) / (n + 1)) over the defined
+    replicates: how far out in its own bootstrap distribution the null value sits. The +1 keeps
+    p > 0 with finitely many resamples. A statistic whose replicates are all undefined gets p = 1
+    (no evidence against the null).
+    """
+    rep = np.asarray(replicates, dtype=np.float64)
+    valid = ~np.isnan(rep)
+    n = valid.sum(axis=0)
+    le = ((rep <= null) & valid).sum(axis=0)
+    ge = ((rep >= null) & valid).sum(axis=0)
+    p = 2 * np.minimum(le + 1, ge + 1) / (n + 1)
+    return np.where(n > 0, np.minimum(1.0, p), 1.0)
+
+
+def holm(pvalues: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Holm step-down correction (statsmodels): (reject, adjusted p-values)."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.size == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0)
+    if np.any(np.isnan(p)):
+        raise ValueError("Holm correction got an undefined (NaN) p-value")
+    reject, p_adj, _, _ = multipletests(p, alpha=alpha, method="holm")
+    return reject, p_adj
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A paired difference a - b with its percentile interval and bootstrap p-value."""
+
+    estimate: float
+    low: float
+    high: float
+    p_value: float
+    n_valid: int
+
+    @property
+    def excludes_zero(self) -> bool:
+        return bool(self.low > 0 or self.high < 0)
+
+
+def paired_ratio_difference(
+    counts: np.ndarray,
+    num_a: np.ndarray,
+    den_a: np.ndarray,
+    num_b: np.ndarray,
+    den_b: np.ndarray,
+    level: float = 0.95,
+) -> Contrast:
+    """sum(num_a)/sum(den_a) - sum(num_b)/sum(den_b), resampling clusters jointly for a and b.
+
+    All four arrays are per-cluster sums in the same cluster order as `counts`; the same resample
+    is applied to both sides, which is what makes the contrast paired.
+    """
+    est = float(safe_ratio(num_a.sum(), den_a.sum()) - safe_ratio(num_b.sum(), den_b.sum()))
+    rep = ratio_replicates(counts, num_a, den_a) - ratio_replicates(counts, num_b, den_b)
+    lo, hi = percentile_interval(rep[:, None], level)
+    p = bootstrap_pvalue(rep[:, None])
+    return Contrast(est, float(lo[0]), float(hi[0]), float(p[0]), int((~np.isnan(rep)).sum()))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its percentile interval."""
+
+    estimate: float
+    low: float
+    high: float
+
+
+def clustered_ratio(df: pd.DataFrame, cluster: str, numerator: str, denominator: str | None = None,
+                    *, n_boot: int, seed: int, level: float = 0.95) -> Interval:
+    """sum(numerator) / sum(denominator) over the rows of `df` (a mean when `denominator` is None),
+    with a percentile interval from resampling `cluster` values — e.g. a MemOps accuracy
+    clustered by evidence conversation, or a restore share clustered by question."""
+    data = df.assign(_one=1.0)
+    den = denominator or "_one"
+    _, sums = cluster_sums(data, cluster, [numerator, den])
+    rep = ratio_replicates(cluster_counts(len(sums), n_boot, seed), sums[:, 0], sums[:, 1])
+    lo, hi = percentile_interval(rep[:, None], level)
+    return Interval(float(safe_ratio(sums[:, 0].sum(), sums[:, 1].sum())), float(lo[0]), float(hi[0]))
+
+
+def percent_agreement(a: Sequence, b: Sequence) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("agreement needs two non-empty label sequences of equal length")
+    return float(np.mean(a == b))
+
+
+def cohen_kappa(a: Sequence, b: Sequence) -> float:
+    """Cohen's kappa (scikit-learn); NaN when chance agreement is 1 (both raters constant)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("kappa needs two non-empty label sequences of equal length")
+    labels = np.union1d(a, b)
+    if labels.size < 2:
+        return float("nan")
+    pa = np.array([np.mean(a == v) for v in labels])
+    pb = np.array([np.mean(b == v) for v in labels])
+    if np.isclose(np.sum(pa * pb), 1.0):
+        return float("nan")
+    return float(cohen_kappa_score(a, b))

@@ -1,0 +1,214 @@
+"""R1-R4, the judge audit and the ablations, on small records computed by hand."""
+import numpy as np
+import pandas as pd
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+from memlife.restore import analyses as a
+from memlife.restore import decompose as d
+from memlife.restore.simulate import simulate_records
+
+
+def _base(qid, arm, correct, judge="j", reader="r", **cell):
+    return dict(question_id=qid, question_type=cell.pop("qtype", "multi-session"),
+                policy=cell.get("policy"), budget=cell.get("budget"), regime=cell.get("regime"),
+                seed=cell.get("seed"), reader=reader, judge=judge, arm=arm, correct=correct,
+                n_gold=2, n_gold_evicted=cell.get("evicted", 0), context_tokens=10,
+                hypothesis="h", judge_raw="")
+
+
+def observed(qid, policy, budget, regime, policy_ok, restore_ok=None, evicted=0, seed=0, **extra):
+    """Policy row (+ restore row, + any ablation arm given as arm=correct)."""
+    cell = dict(policy=policy, budget=budget, regime=regime, seed=seed, evicted=evicted)
+    rows = [_base(qid, "policy", policy_ok, **cell)]
+    if restore_ok is not None:
+        rows.append(_base(qid, "restore", restore_ok, **cell))
+    rows += [_base(qid, arm, ok, **cell) for arm, ok in extra.items()]
+    return rows
+
+
+def clean(*qids, wrong=()):
+    return [_base(q, "clean_gold", q not in wrong) for q in qids]
+
+
+def obs_of(rows):
+    return d.observations(pd.DataFrame(rows))
+
+
+def test_regime_gap_by_hand():
+    # top-k: q1 irreversible, q2 and q3 recoverable -> recoverable share 2/3
+    # forced-gold: q1 and q2 irreversible, q3 residual -> recoverable share 0
+    rows = clean("q1", "q2", "q3", "q4")
+    f = ("fifo", 8000)
+    rows += observed("q1", *f, "topk", False, True, evicted=1)
+    rows += observed("q2", *f, "topk", False, True, evicted=0)
+    rows += observed("q3", *f, "topk", False, True, evicted=0)
+    rows += observed("q4", *f, "topk", True)
+    rows += observed("q1", *f, "forced_gold", False, True, evicted=1)
+    rows += observed("q2", *f, "forced_gold", False, True, evicted=1)
+    rows += observed("q3", *f, "forced_gold", False, False, evicted=0)
+    rows += observed("q4", *f, "forced_gold", True)
+    boot = a.cell_bootstrap(obs_of(rows), n_boot=2000, seed=0)
+    r2 = a.regime_gap(boot)
+    assert len(r2) == 1
+    row = r2.iloc[0]
+    assert row.recoverable_share_topk == pytest.approx(2 / 3)
+    assert row.recoverable_share_forced_gold == 0
+    assert row.gap == pytest.approx(2 / 3)
+    assert row.gap_low <= row.gap <= row.gap_high
+    assert row.family_size == 1
+
+
+def test_regime_gap_holm_is_statsmodels_holm_within_each_reader_and_judge():
+    rec = simulate_records(40, seeds=(0, 1), readers=("SYN-a", "SYN-b"), rng_seed=3)
+    boot = a.cell_bootstrap(d.observations(rec), n_boot=1000, seed=0)
+    r2 = a.regime_gap(boot, alpha=0.05)
+    assert len(r2) == 2 * 4 * 3  # two readers x four evicting policies x three budgets
+    for _, g in r2.groupby(["reader", "judge"]):
+        reject, adj, _, _ = multipletests(g["p_value"], alpha=0.05, method="holm")
+        np.testing.assert_allclose(g["p_holm"], adj)
+        assert g["holm_reject"].tolist() == reject.tolist()
+        assert (g["family_size"] == 12).all()
+
+
+def test_shares_point_estimates_are_the_decomposition():
+    obs = d.observations(simulate_records(25, rng_seed=1))
+    boot = a.cell_bootstrap(obs, n_boot=300, seed=0)
+    r1 = a.shares(boot)
+    dec = d.decompose(obs)
+    pd.testing.assert_series_equal(r1["two_bin_share"], dec["two_bin_share"], check_names=False)
+    pd.testing.assert_series_equal(r1["accuracy"], dec["accuracy"], check_names=False)
+    # The per-question sums add up to the cell counts.
+    np.testing.assert_array_equal(boot.sums.sum(axis=0)[:, 0], dec["n_observations"])
+    # Same seed, same intervals; another seed, other intervals.
+    again = a.shares(a.cell_bootstrap(obs, n_boot=300, seed=0))
+    pd.testing.assert_frame_equal(r1, again)
+    other = a.shares(a.cell_bootstrap(obs, n_boot=300, seed=1))
+    assert not np.allclose(r1["two_bin_share_low"].fillna(0), other["two_bin_share_low"].fillna(0))
+
+
+def test_matched_accuracy_by_hand():
+    # Budget 8000, top-k, four oracle-answerable questions:
+    #   fifo:        q1 irreversible, q2 irreversible, q3 q4 right    -> accuracy 0.5, rate 2/4
+    #   random:      identical outcomes to fifo                       -> accuracy 0.5, rate 2/4
+    #   redundancy:  q1 q2 q3 residual, q4 right                       -> accuracy 0.25, rate 0
+    #   destructive: q1..q4 irreversible                               -> accuracy 0, rate 1
+    rows = clean("q1", "q2", "q3", "q4")
+    b = 8000
+    for p in ("fifo", "random"):
+        rows += observed("q1", p, b, "topk", False, True, evicted=1)
+        rows += observed("q2", p, b, "topk", False, True, evicted=2)
+        rows += observed("q3", p, b, "topk", True)
+        rows += observed("q4", p, b, "topk", True)
+    for q in ("q1", "q2", "q3"):
+        rows += observed(q, "redundancy", b, "topk", False, False, evicted=0)
+    rows += observed("q4", "redundancy", b, "topk", True)
+    for q in ("q1", "q2", "q3", "q4"):
+        rows += observed(q, "destructive", b, "topk", False, True, evicted=2)
+    boot = a.cell_bootstrap(obs_of(rows), n_boot=1000, seed=0)
+    r3 = a.matched_accuracy(boot, tolerance=0.1)
+    matched = r3[r3["comparison"] == "matched_pair"]
+    assert matched[["policy_a", "policy_b"]].values.tolist() == [["fifo", "random"]]
+    m = matched.iloc[0]
+    assert (m.difference, m.low, m.high, m.dissociates) == (0.0, 0.0, 0.0, False)
+    assert m.irreversible_rate_a == pytest.approx(0.5)
+    control = r3[r3["comparison"] == "control"].set_index("policy_b")
+    assert control.index.tolist() == ["fifo", "random", "redundancy"]
+    assert control.loc["fifo", "difference"] == pytest.approx(0.5)
+    assert control.loc["redundancy", "difference"] == pytest.approx(1.0)
+    # Destructive minus redundancy is 1 on every question: no resample can reach 0.
+    assert control.loc["redundancy", "dissociates"]
+    # A wider tolerance admits the redundancy pairs too.
+    wide = a.matched_accuracy(boot, tolerance=0.25)
+    assert (wide["comparison"] == "matched_pair").sum() == 3
+
+
+def test_matched_accuracy_uses_only_shared_questions():
+    rows = clean("q1", "q2", "q3")
+    rows += observed("q1", "fifo", 8000, "topk", False, True, evicted=1)
+    rows += observed("q2", "fifo", 8000, "topk", True)
+    rows += observed("q3", "fifo", 8000, "topk", False, True, evicted=1)  # random never saw q3
+    rows += observed("q1", "random", 8000, "topk", True)
+    rows += observed("q2", "random", 8000, "topk", False, True, evicted=1)
+    r3 = a.matched_accuracy(a.cell_bootstrap(obs_of(rows), 500, 0), tolerance=1.0)
+    row = r3.iloc[0]
+    assert row.n_shared_questions == 2
+    assert (row.irreversible_rate_a, row.irreversible_rate_b) == (0.5, 0.5)
+
+
+def test_residuals_by_type_and_reader():
+    rows = clean("q1", "q2", "q3")
+    rows += [dict(r, question_type="temporal") for r in
+             observed("q1", "no_evict", 100, "forced_gold", False, False)]
+    rows += observed("q2", "no_evict", 100, "forced_gold", False, False)
+    rows += observed("q3", "no_evict", 100, "forced_gold", False, True)
+    rows += observed("q1", "no_evict", 50, "forced_gold", False, False)
+    obs = obs_of(rows)
+    by_type = a.residual_by_type(obs).set_index(["budget", "question_type"])
+    assert by_type.loc[(100, "temporal"), "residual"] == 1
+    assert by_type.loc[(100, "multi-session"), "residual"] == 1
+    assert by_type.loc[(100, "multi-session"), "residual_share"] == 0.5
+    res = a.reader_residuals(obs)  # largest budget by default
+    assert res[["budget", "n_errors", "residual"]].values.tolist() == [[100, 3, 2]]
+
+
+def test_judge_agreement_by_hand():
+    items = [("q1", True, True), ("q2", True, False), ("q3", False, False), ("q4", False, False),
+             ("q5", True, None)]
+    rows = []
+    for q, la, lb in items:
+        base = observed(q, "fifo", 8000, "topk", la)[0]
+        rows.append(base)
+        rows.append(dict(base, judge="k", correct=lb))
+    rec = d.normalize_records(pd.DataFrame(rows))
+    ag = a.judge_agreement(rec)
+    assert len(ag) == 1
+    row = ag.iloc[0]
+    assert (row.judge_a, row.judge_b, row.n_items, row.n_excluded) == ("j", "k", 4, 1)
+    assert row.percent_agreement == pytest.approx(0.75)
+    # p_o = 3/4; a says True 2/4, b 1/4 -> p_e = 0.5*0.25 + 0.5*0.75 = 0.5; kappa = 0.25/0.5
+    assert row.cohen_kappa == pytest.approx(0.5)
+
+
+def test_restore_tightness_ablation_by_hand():
+    rows = clean("q1", "q2", "q3")
+    rows += observed("q1", "fifo", 8000, "topk", False, True, evicted=1,
+                     restore_surviving=True, placebo=False)
+    rows += observed("q2", "fifo", 8000, "topk", False, True, evicted=2,
+                     restore_surviving=False, placebo=True)
+    rows += observed("q3", "fifo", 8000, "topk", False, False, evicted=0, placebo=False)
+    obs = obs_of(rows)
+    sg = a.surviving_gold_ablation(obs).iloc[0]
+    assert (sg.n_irreversible_tested, sg.n_become_recoverable, sg.share) == (2, 1, 0.5)
+    pl = a.placement_placebo(obs).iloc[0]
+    assert (pl.n_errors_tested, pl.n_placebo_flips, pl.n_restore_flips) == (3, 1, 2)
+    assert pl.placebo_flip_share == pytest.approx(1 / 3)
+    # Records without the ablation arms give empty tables, not zeros.
+    plain = obs_of(clean("q1") + observed("q1", "fifo", 8000, "topk", False, True, evicted=1))
+    assert a.surviving_gold_ablation(plain).empty and a.placement_placebo(plain).empty
+
+
+def test_pick_headline_reader():
+    obs = d.observations(simulate_records(5, readers=("SYN-b", "SYN-a")))
+    assert a.pick(obs, "reader") == "SYN-a"  # equal counts: first by name
+    assert a.pick(obs, "reader", "SYN-b") == "SYN-b"
+    with pytest.raises(ValueError, match="not in the records"):
+        a.pick(obs, "reader", "gpt-4o-mini")
+
+
+def test_table1_puts_paper_values_on_matching_budget_ranks():
+    obs = d.observations(simulate_records(20, budgets=(500, 1000, 2000)))
+    r1 = a.shares(a.cell_bootstrap(obs, 200, 0))
+    t = a.table1(r1, "SYNTHETIC-reader", "SYNTHETIC-judge").set_index(["policy", "budget"])
+    assert t.loc[("fifo", 2000), "paper_budget"] == 80000
+    assert t.loc[("fifo", 2000), "paper_two_bin_share"] == 0.71
+    assert t.loc[("importance", 500), "paper_two_bin_share"] == 1.0
+    assert np.isnan(t.loc[("fifo", 1000), "paper_two_bin_share"])  # the paper prints no 30k value
+    assert np.isnan(t.loc[("no_evict", 2000), "paper_two_bin_share"])
+
+
+def test_pick_prefers_an_llm_judge_to_the_deterministic_scorer():
+    obs = d.observations(simulate_records(5, judges=("deterministic", "zz-llm-judge")))
+    assert a.pick(obs, "judge") == "zz-llm-judge"
+    only = d.observations(simulate_records(5, judges=("deterministic",)))
+    assert a.pick(only, "judge") == "deterministic"
