@@ -74,13 +74,13 @@ def test_leakage_counts_any_mention_of_forgotten_value():
 def test_operation_f1_matches_by_type_and_alias():
     ops = [
         {"type": "update", "target": "ZIP code", "old_value": "94110", "new_value": "94114"},  # alias match
-        {"type": "forget", "target": "gate code", "old_value": "4471", "new_value": None},       # alias match
-        {"type": "remember", "target": "home ZIP code", "old_value": None, "new_value": "94114"},  # wrong type
+        {"type": "forget", "target": "gate code", "old_value": "4471", "new_value": ""},       # alias match
+        {"type": "remember", "target": "home ZIP code", "old_value": "", "new_value": "94114"},  # wrong type
     ]
     lab = _score("p1", "94114", ops)
     # 2 matched of 3 predicted and 4 gold: F1 = 2*2/(3+4)
     assert math.isclose(lab.op_f1, 4 / 7)
-    all_ops = [{"type": o.type, "target": o.target, "old_value": o.old_value, "new_value": o.new_value}
+    all_ops = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
                for o in INSTANCE.operations]
     assert _score("p1", "94114", all_ops).op_f1 == 1.0
     assert _score("p1", "94114", all_ops + all_ops).op_f1 == pytest.approx(2 * 4 / 12)  # duplicates not double-matched
@@ -115,7 +115,7 @@ def test_malformed_scores_as_failure_everywhere():
     assert bad.malformed and "not JSON" in bad.error
     lab = metrics.score(bad, INSTANCE, PROBES["p2"])
     assert lab == metrics.Labels(accuracy=False, op_f1=0.0, provenance=False, leakage=True, stale=True, reflect=None)
-    off_schema = parse_response('{"answer": "x", "operations": [{"type": "memorize", "target": "t"}]}')
+    off_schema = parse_response('{"answer": "x", "operations": [{"type": "memorize", "target": "t", "old_value": "", "new_value": ""}], "provenance": []}')
     assert off_schema.malformed and off_schema.error.startswith("schema: operations.0.type")
 
 

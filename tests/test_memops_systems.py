@@ -126,7 +126,10 @@ def test_response_schema_is_what_the_reader_sends():
     msgs = client.seen[-1]
     assert msgs[0]["role"] == "system" and "JSON" in msgs[0]["content"]
     assert msgs[1]["content"].endswith("## Question\nq?")  # the question last: prefix reuse
-    assert MemOpsResponse.model_json_schema()["required"] == ["answer"]
+    schema = MemOpsResponse.model_json_schema()
+    # flat and fully required: optional/nullable fields made llama-server's grammar crawl
+    assert schema["required"] == ["answer", "operations", "provenance"]
+    assert "anyOf" not in json.dumps(schema)
 
 
 # ----------------------------------------------------------------------------- kill and resume
