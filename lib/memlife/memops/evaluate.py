@@ -201,6 +201,17 @@ def collect(out_dir: Path):
     return df
 
 
+def ingest_summary(out_dir: Path):
+    """One row per ingested (system, history): what its INGESTED marker recorded."""
+    import pandas as pd
+
+    rows = []
+    for marker in sorted((Path(out_dir) / "stores").glob("*/*/INGESTED")):
+        info = json.loads(marker.read_text())
+        rows.append({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in info.items()})
+    return pd.DataFrame(rows)
+
+
 def load_dataset(profile: str) -> list[Instance]:
     from memlife import paths
 

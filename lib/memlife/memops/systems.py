@@ -253,6 +253,9 @@ class IngestMarker:
             shutil.rmtree(self.directory)
         self.directory.mkdir(parents=True)
 
+    def read(self) -> dict:
+        return json.loads(self.path.read_text())
+
     def mark(self, info: dict) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(info, sort_keys=True))
@@ -452,11 +455,14 @@ class MemOSSystem:
         self._worker()
         self._call({"cmd": "drop", **self._open(history)})
         marker.reset()
-        n = 0
+        added, errors = [], []
         for sess in history.sessions:
-            self._call({"cmd": "add", **self._open(history), "messages": [dict(x) for x in sess]})
-            n += 1
-        marker.mark({"system": self.name, "history_id": history.history_id, "sessions": n})
+            out = self._call({"cmd": "add", **self._open(history), "messages": [dict(x) for x in sess]})
+            added.append(out["added"])
+            if out.get("extract_error"):
+                errors.append(out["extract_error"])  # the weak extractor's reply did not parse
+        marker.mark({"system": self.name, "history_id": history.history_id, "sessions": len(added),
+                     "memories_added": added, "extract_errors": errors, "variant": self.variant})
 
     def memories(self, history: History) -> list[str]:
         self._worker()
