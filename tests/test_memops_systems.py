@@ -110,6 +110,12 @@ def test_select_instances_balances_op_types():
     assert evaluate.select_instances(insts, None) == sorted(insts, key=lambda i: i.instance_id)
 
 
+def test_select_probes_rotates_over_probe_types():
+    picked = [evaluate.select_probes(INSTANCE, k, 2) for k in range(5)]
+    assert [[p.probe_id for p in ps] for ps in picked] == [["p1", "p2"], ["p2", "p3"], ["p3", "p4"], ["p4", "p5"], ["p5", "p1"]]
+    assert evaluate.select_probes(INSTANCE, 3, None) == list(INSTANCE.probes)
+
+
 def test_journal_ignores_and_repairs_a_torn_last_line(tmp_path):
     j = evaluate.Journal(tmp_path / "j.jsonl")
     j.append({"a": 1})

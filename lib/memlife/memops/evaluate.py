@@ -67,6 +67,16 @@ def select_instances(instances: list[Instance], max_instances: int | None) -> li
     return sorted(picked, key=lambda i: i.instance_id)
 
 
+def select_probes(inst: Instance, position: int, max_probes: int | None) -> list:
+    """`max_probes` probes of the instance at `position` in the selection, starting at an offset
+    that rotates with the position, so a cut still spreads over the probe types."""
+    probes = list(inst.probes)
+    if max_probes is None or max_probes >= len(probes):
+        return probes
+    start = position % len(probes)
+    return [probes[(start + j) % len(probes)] for j in range(max_probes)]
+
+
 class Journal:
     """Append-only JSONL; a torn last line (killed mid-write) is ignored and overwritten."""
 
@@ -156,8 +166,8 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
             for setting in settings:
                 journal = Journal(out_dir / "journal" / f"{name}__{setting}.jsonl")
                 done = {(r["instance_id"], r["probe_id"]) for r in journal.read()}
-                todo = [(inst, [p for p in inst.probes[: cfg.max_probes]
-                                if (inst.instance_id, p.probe_id) not in done]) for inst in chosen]
+                todo = [(inst, [p for p in select_probes(inst, k, cfg.max_probes)
+                                if (inst.instance_id, p.probe_id) not in done]) for k, inst in enumerate(chosen)]
                 todo = [(i, ps) for i, ps in todo if ps]
                 bar = tqdm(total=sum(len(ps) for _, ps in todo), desc=f"{name} / {setting}", disable=not progress)
                 for inst, probes in todo:
