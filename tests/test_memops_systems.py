@@ -210,3 +210,25 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
         assert len(_memories(systems.MemOSSystem, tmp_path)) == 3
     df = evaluate.collect(tmp_path / "out")
     assert len(df) == len(names.split(",")) and not df.duplicated(["system", "setting", "probe_id"]).any()
+
+
+@pytest.mark.slow
+def test_temp_lora_trains_saves_and_reuses_its_adapter(tmp_path, monkeypatch):
+    pytest.importorskip("peft")
+    try:
+        systems.smollm2_gguf()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
+    cfg = systems.TempLoRAConfig(chunk_tokens=128, max_steps=1, max_new_tokens=8)
+    s = systems.TempLoRASystem(tmp_path, cfg)
+    h = systems.history_for(INSTANCE, "adjacent")
+    s.ingest(h)
+    d = systems.store_dir(tmp_path, "temp_lora", h.history_id)
+    info = json.loads((d / "INGESTED").read_text())
+    assert info["steps"] == 1 and info["chunks"] > 1 and (d / "adapter" / "adapter_config.json").is_file()
+    ans = s.answer(h, "What is my ZIP code?")
+    assert ans.completion_tokens <= 8 and ans.parsed.raw is not None
+    # A resumed run finds the marker and does not train again.
+    monkeypatch.setattr(systems.TempLoRASystem, "_chunks", lambda *a: pytest.fail("retrained"))
+    systems.TempLoRASystem(tmp_path, cfg).ingest(h)
+    s.close()
