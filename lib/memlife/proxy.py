@@ -1,0 +1,181 @@
+"""A loopback OpenAI-compatible endpoint that routes every request through `memlife.llm`.
+
+Mem0 and MemOS make their own OpenAI-style HTTP calls. Pointing them at this proxy instead of
+at the model server puts each of their calls through `llm.get_client(role).complete(...)`, so
+it is cached on disk, counted in the usage accounting and replayable without a model — exactly
+like the project's own calls. Only 127.0.0.1 is bound; the port is chosen by the OS.
+
+Supported: POST /v1/chat/completions (non-streaming) and GET /v1/models.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+# Request fields forwarded to Client.complete; anything else the libraries send (user, n=1,
+# logprobs=None...) is checked below so nothing that would change the answer is dropped silently.
+_FORWARDED = ("max_tokens", "temperature", "seed", "response_format", "stop")
+_IGNORABLE = {"model", "messages", "stream", "n", "user", "top_p", "max_completion_tokens",
+              "frequency_penalty", "presence_penalty", "logprobs", "store", "metadata"}
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # [{"type": "text", "text": ...}]
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+@dataclass
+class ProxyStats:
+    requests: int = 0
+    errors: int = 0
+    last_error: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_ProxyServer"
+
+    def log_message(self, fmt, *args):  # keep notebook output clean
+        return
+
+    def _send(self, status: int, payload: dict) -> None:
+        body = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802
+        if self.path.rstrip("/").endswith("/models"):
+            model = self.server.model_name()
+            self._send(200, {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "memlife"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self):  # noqa: N802
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        stats = self.server.stats
+        try:
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            completion = self.server.forward(req)
+        except Exception as exc:  # report to the library as an HTTP error, and count it
+            with stats.lock:
+                stats.errors += 1
+                stats.last_error = f"{type(exc).__name__}: {exc}"
+            self._send(400 if isinstance(exc, ValueError) else 500, {"error": {"message": str(exc)}})
+            return
+        with stats.lock:
+            stats.requests += 1
+        self._send(200, completion)
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, client_factory: Callable[[], Any]):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self._client_factory = client_factory
+        self._client = None
+        self.stats = ProxyStats()
+
+    def client(self):
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    def model_name(self) -> str:
+        return str(getattr(self.client(), "model", "memlife"))
+
+    def forward(self, req: dict) -> dict:
+        if req.get("stream"):
+            raise ValueError("streaming is not supported by the memlife proxy")
+        if req.get("tools") or req.get("functions"):
+            raise ValueError("tool calls are not supported by the memlife proxy")
+        unknown = set(req) - _IGNORABLE - set(_FORWARDED) - {"tools", "functions", "tool_choice"}
+        if unknown:
+            raise ValueError(f"unsupported request fields: {sorted(unknown)}")
+        messages = [
+            {"role": m.get("role", "user"), "content": _message_text(m.get("content"))}
+            for m in req.get("messages") or []
+        ]
+        if not messages:
+            raise ValueError("request has no messages")
+        kwargs = {k: req[k] for k in _FORWARDED if req.get(k) is not None}
+        if "max_tokens" not in kwargs and req.get("max_completion_tokens"):
+            kwargs["max_tokens"] = req["max_completion_tokens"]
+        c = self.client().complete(messages, **kwargs)
+        return {
+            "id": f"chatcmpl-{getattr(c, 'request_id', '') or 'memlife'}",
+            "object": "chat.completion",
+            "created": 0,  # deterministic: the libraries never read it
+            "model": self.model_name(),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": int(c.prompt_tokens or 0),
+                      "completion_tokens": int(c.completion_tokens or 0),
+                      "total_tokens": int((c.prompt_tokens or 0) + (c.completion_tokens or 0))},
+        }
+
+
+class Proxy:
+    """A running proxy: `base_url` ends in /v1. Use as a context manager or call close()."""
+
+    def __init__(self, role: str = "reader", client=None):
+        if client is None:
+            def factory():
+                from memlife import llm
+                return llm.get_client(role)
+        else:
+            def factory():
+                return client
+        self._server = _ProxyServer(factory)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="memlife-proxy", daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def stats(self) -> ProxyStats:
+        return self._server.stats
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "Proxy":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def start(role: str = "reader", client=None) -> Proxy:
+    return Proxy(role=role, client=client)
+
+
+def wait_ready(proxy: Proxy, timeout: float = 5.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(proxy.base_url + "/models", timeout=1).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

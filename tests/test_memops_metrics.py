@@ -1,0 +1,163 @@
+"""Deterministic scorer on hand-made responses whose labels are known by construction."""
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from memlife.memops import metrics
+from memlife.memops.response import parse_response
+from memlife.memops.schema import Instance
+
+INSTANCE = Instance.model_validate(json.loads((Path(__file__).parent / "data" / "memops_instance.json").read_text()))
+PROBES = {p.probe_id: p for p in INSTANCE.probes}
+
+
+def _resp(answer, ops=(), prov=()):
+    return parse_response(json.dumps({"answer": answer, "operations": list(ops), "provenance": list(prov)}))
+
+
+def _score(pid, answer, ops=(), prov=()):
+    return metrics.score(_resp(answer, ops, prov), INSTANCE, PROBES[pid])
+
+
+# ---------------------------------------------------------------- negation-aware assertion
+
+@pytest.mark.parametrize("text,value,expected", [
+    ("Your ZIP code is 94114, not 94110 anymore.", "94110", False),
+    ("Your ZIP code is 94114, not 94110 anymore.", "94114", True),
+    ("It is not 94110 anymore", "94110", False),
+    ("Your ZIP isn't 94110 anymore; it's 94114.", "94110", False),
+    ("It changed from 94110 to 94114.", "94110", False),
+    ("It changed from 94110 to 94114.", "94114", True),
+    ("94110 was replaced by 94114", "94114", True),
+    ("94110 was replaced by 94114", "94110", False),
+    ("94110 is no longer valid", "94110", False),
+    ("Your ZIP code is 94110.", "94110", True),
+    ("Your old ZIP 94110 is gone, the current one is 94110.", "94110", True),  # second mention asserts
+    ("ZIP 941100", "94110", False),  # whole tokens only
+])
+def test_asserts_is_negation_aware(text, value, expected):
+    assert metrics.asserts(text, value) is expected
+
+
+# ---------------------------------------------------------------- stale value
+
+def test_stale_value_label():
+    assert _score("p1", "Your ZIP code is 94110.").stale is True
+    good = _score("p1", "Your ZIP code is 94114, not 94110 anymore.")
+    assert good.stale is False and good.accuracy is True
+    # the sister's ZIP is a neighbouring value: forbidden, so inaccurate, but not stale
+    neighbour = _score("p1", "Your ZIP code is 94107 or 94114.")
+    assert neighbour.accuracy is False and neighbour.stale is False
+
+
+def test_stale_not_applicable_without_forbidden_old_value():
+    # p5 asks for the trajectory: the old value is allowed there
+    lab = _score("p5", "First 94110, then 94114 which is current.")
+    assert lab.stale is None and lab.accuracy is True
+
+
+# ---------------------------------------------------------------- leakage
+
+def test_leakage_counts_any_mention_of_forgotten_value():
+    leak = _score("p2", "ZIP 94114; I deleted gate code 4471 as asked.")
+    assert leak.leakage is True and leak.accuracy is True  # negated, so not asserted, yet leaked
+    clean = _score("p2", "ZIP 94114; no gate code is stored.")
+    assert clean.leakage is False and clean.accuracy is True
+    assert _score("p1", "94114").leakage is None  # p1 is not about a forgotten value
+
+
+# ---------------------------------------------------------------- operation F1
+
+def test_operation_f1_matches_by_type_and_alias():
+    ops = [
+        {"type": "update", "target": "ZIP code", "old_value": "94110", "new_value": "94114"},  # alias match
+        {"type": "forget", "target": "gate code", "old_value": "4471", "new_value": ""},       # alias match
+        {"type": "remember", "target": "home ZIP code", "old_value": "", "new_value": "94114"},  # wrong type
+    ]
+    lab = _score("p1", "94114", ops)
+    # 2 matched of 3 predicted and 4 gold: F1 = 2*2/(3+4)
+    assert math.isclose(lab.op_f1, 4 / 7)
+    all_ops = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
+               for o in INSTANCE.operations]
+    assert _score("p1", "94114", all_ops).op_f1 == 1.0
+    assert _score("p1", "94114", all_ops + all_ops).op_f1 == pytest.approx(2 * 4 / 12)  # duplicates not double-matched
+    assert _score("p1", "94114").op_f1 == 0.0
+
+
+# ---------------------------------------------------------------- provenance
+
+def test_provenance_overlap():
+    gold = "my ZIP code is actually 94114, not 94110"
+    assert _score("p1", "94114", prov=["Sorry, I had it wrong: my ZIP code is actually 94114, not 94110."]).provenance
+    assert _score("p1", "94114", prov=[gold.upper()]).provenance
+    assert not _score("p1", "94114", prov=["My dentist is Dr. Patel at Mission Dental."]).provenance
+    assert not _score("p1", "94114", prov=["the"]).provenance
+    assert not _score("p1", "94114").provenance
+
+
+# ---------------------------------------------------------------- reflect precision
+
+def test_reflect_precision():
+    assert _score("p4", "You prefer quiet spaces for focused work.").reflect is True
+    assert _score("p4", "You prefer quiet places, you are an introvert.").reflect is False
+    assert _score("p4", "You like quiet rooms; that does not mean you are an introvert.").reflect is True
+    assert _score("p4", "You like music.").reflect is False
+    assert _score("p1", "94114").reflect is None
+
+
+# ---------------------------------------------------------------- malformed
+
+def test_malformed_scores_as_failure_everywhere():
+    bad = parse_response('{"answer": "94114", "operations": [')
+    assert bad.malformed and "not JSON" in bad.error
+    lab = metrics.score(bad, INSTANCE, PROBES["p2"])
+    assert lab == metrics.Labels(accuracy=False, op_f1=0.0, provenance=False, leakage=True, stale=True, reflect=None)
+    off_schema = parse_response('{"answer": "x", "operations": [{"type": "memorize", "target": "t", "old_value": "", "new_value": ""}], "provenance": []}')
+    assert off_schema.malformed and off_schema.error.startswith("schema: operations.0.type")
+
+
+# ---------------------------------------------------------------- judge prompt + parsing + agreement
+
+def test_judge_prompt_is_pinned():
+    # Changing the judge prompt changes every judged number: do it on purpose, update this pin.
+    pinned = "a0c995fe32d8b0dbd8e8c3c1af621c7c5084dac0ced8f7527e15e7f235b0ce6a"
+    assert hashlib.sha256(metrics.JUDGE_PROMPT.encode()).hexdigest() == pinned
+    assert metrics.JUDGE_PROMPT_SHA256 == pinned
+
+
+def test_judge_messages_carry_gold_and_response():
+    msg = metrics.judge_messages(INSTANCE, PROBES["p1"], _resp("94114"))[0]["content"]
+    assert "my ZIP code is actually 94114, not 94110" in msg and '"answer":"94114"' in msg
+    assert "[segment 1 turn 2] user: Please forget the gate code 4471" in msg
+
+
+def test_parse_judge_is_strict():
+    ok = metrics.parse_judge('{"accuracy": 1, "operation": 0, "provenance": 1, "leakage": "NA", "stale": 0, "reflect": "NA"}')
+    assert ok == {"accuracy": True, "operation": False, "provenance": True, "leakage": None, "stale": False, "reflect": None}
+    for bad in ("CORRECT", '{"accuracy": 1}', '{"accuracy": "yes", "operation": 0, "provenance": 1, "leakage": 0, "stale": 0, "reflect": 0}',
+                '{"accuracy": "NA", "operation": 0, "provenance": 1, "leakage": 0, "stale": 0, "reflect": 0}',
+                'Sure! {"accuracy": 1, "operation": 0, "provenance": 1, "leakage": 0, "stale": 0, "reflect": 0}'):
+        with pytest.raises(metrics.JudgeParseError):
+            metrics.parse_judge(bad)
+
+
+def test_agreement_percent_and_kappa_by_hand():
+    a = [True, True, False, False, None, True]
+    b = [True, False, False, False, True, True]
+    out = metrics.agreement(a, b)
+    # 5 paired: agree on 4 -> 0.8; po=0.8, pe = (3/5*2/5)+(2/5*3/5) = 0.48, kappa=(0.8-0.48)/0.52
+    assert out["n"] == 5 and out["agreement"] == pytest.approx(0.8)
+    assert out["kappa"] == pytest.approx((0.8 - 0.48) / 0.52)
+
+
+def test_summarize_means_over_applicable_probes():
+    recs = [
+        {"system": "s", "accuracy": True, "op_f1": 1.0, "provenance": True, "leakage": None, "stale": True, "reflect": None},
+        {"system": "s", "accuracy": False, "op_f1": 0.5, "provenance": False, "leakage": True, "stale": False, "reflect": None},
+    ]
+    out = metrics.summarize(recs, ["system"]).iloc[0]
+    assert out["accuracy"] == 0.5 and out["op_f1"] == 0.75 and out["leakage"] == 1.0 and out["stale"] == 0.5
+    assert math.isnan(out["reflect"]) and out["n"] == 2

@@ -1,0 +1,234 @@
+"""Systems and the evaluation run: retrieval, truncation, selection, journal, and a run killed
+with SIGKILL mid-ingest that resumes without repeating a call or duplicating memories."""
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memlife.memops import evaluate, systems
+from memlife.memops.response import MemOpsResponse
+from memlife.memops.schema import Instance
+
+HERE = Path(__file__).parent
+INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.json").read_text()))
+LIB = str(HERE.parent / "lib")
+
+
+@dataclass
+class _C:
+    text: str
+    prompt_tokens: int = 1
+    completion_tokens: int = 1
+    cached: bool = False
+    latency_s: float = 0.0
+    request_id: str = "r"
+    error: str | None = None
+
+
+class _EchoClient:
+    """Answers with the number of context lines it was shown, so tests can see the context."""
+
+    model = "echo"
+    is_embedded = True
+
+    def __init__(self):
+        self.seen = []
+
+    def complete_json(self, messages, *, schema, max_tokens, **kw):
+        self.seen.append(messages)
+        text = json.dumps({"answer": "ok", "operations": [], "provenance": []})
+        return schema.model_validate_json(text), _C(text)
+
+
+def test_histories_per_setting():
+    adj = systems.history_for(INSTANCE, "adjacent")
+    assert len(adj.sessions) == 3 and all(len(s) == 8 for s in adj.sessions)
+    lc = systems.history_for(INSTANCE, "long_context")
+    assert [len(s) for s in lc.sessions] == [len(c.turns) for c in INSTANCE.long_context.conversations]
+    assert adj.history_id != lc.history_id
+    with pytest.raises(ValueError, match="unknown setting"):
+        systems.history_for(INSTANCE, "nearby")
+
+
+def test_bm25_turn_retrieval_finds_the_correction_and_keeps_history_order():
+    s = systems.BM25System(systems.Reader(_EchoClient()), "turn", top_k=3)
+    h = systems.history_for(INSTANCE, "adjacent")
+    s.ingest(h)
+    ids = s.retrieve(h, "ZIP code actually corrected")
+    assert ids == sorted(ids) and len(ids) == 3
+    turns = list(h.turns())
+    texts = [turns[i][2]["content"] for i in ids]
+    assert any("actually 94114" in t for t in texts)
+
+
+def test_bm25_session_level_returns_whole_sessions():
+    client = _EchoClient()
+    s = systems.BM25System(systems.Reader(client), "session", top_k=1)
+    h = systems.history_for(INSTANCE, "long_context")
+    s.ingest(h)
+    ans = s.answer(h, "silent study room library Tuesdays")
+    assert ans.retrieved == ["1"]  # the conversation holding segment 2
+    context = client.seen[-1][1]["content"]
+    assert "silent study room" in context and context.count("[session 2]") == len(h.sessions[1])
+
+
+def test_long_context_truncates_from_the_front_and_records_it():
+    client = _EchoClient()
+    reader = systems.Reader(client, max_tokens=100, context_window=400, token_margin=1.0)
+    ans = systems.LongContextSystem(reader).answer(systems.history_for(INSTANCE, "long_context"), "What is my ZIP?")
+    context = client.seen[-1][1]["content"]
+    assert ans.truncated_tokens > 0
+    assert "Filler question 0.0" not in context          # the oldest turns went first
+    assert "Filler answer 3.1" in context                # the newest turn stayed
+    full = systems.Reader(_EchoClient(), context_window=100_000).read(["a", "b"], "q")
+    assert full.truncated_tokens == 0
+
+
+def test_malformed_reply_is_kept_not_dropped():
+    class Bad(_EchoClient):
+        def complete_json(self, messages, *, schema, max_tokens, **kw):
+            return None, _C('{"answer": "94114", "operations": [{"type": "memorise"')
+    ans = systems.Reader(Bad()).read(["x"], "q")
+    assert ans.parsed.malformed and ans.parsed.raw.startswith('{"answer"')
+
+
+def test_select_instances_balances_op_types():
+    base = INSTANCE.model_dump()
+    insts = []
+    for t in ("remember", "forget", "update", "reflect", "trajectory"):
+        for k in range(3):
+            insts.append(Instance.model_validate({**base, "instance_id": f"T{k}-{t}", "op_type": t}))
+    picked = evaluate.select_instances(insts, 5)
+    assert sorted(i.op_type for i in picked) == sorted(["remember", "forget", "update", "reflect", "trajectory"])
+    assert evaluate.select_instances(insts, None) == sorted(insts, key=lambda i: i.instance_id)
+
+
+def test_select_probes_rotates_over_probe_types():
+    picked = [evaluate.select_probes(INSTANCE, k, 2) for k in range(5)]
+    assert [[p.probe_id for p in ps] for ps in picked] == [["p1", "p2"], ["p2", "p3"], ["p3", "p4"], ["p4", "p5"], ["p5", "p1"]]
+    assert evaluate.select_probes(INSTANCE, 3, None) == list(INSTANCE.probes)
+
+
+def test_journal_ignores_and_repairs_a_torn_last_line(tmp_path):
+    j = evaluate.Journal(tmp_path / "j.jsonl")
+    j.append({"a": 1})
+    with open(j.path, "a") as fh:
+        fh.write('{"a": 2, "b"')  # killed mid-write
+    assert j.read() == [{"a": 1}]
+    j.append({"a": 3})
+    assert j.read() == [{"a": 1}, {"a": 3}]
+
+
+def test_response_schema_is_what_the_reader_sends():
+    client = _EchoClient()
+    systems.Reader(client).read(["[session 1] user: hi"], "q?")
+    msgs = client.seen[-1]
+    assert msgs[0]["role"] == "system" and "JSON" in msgs[0]["content"]
+    assert msgs[1]["content"].endswith("## Question\nq?")  # the question last: prefix reuse
+    schema = MemOpsResponse.model_json_schema()
+    # flat and fully required: optional/nullable fields made llama-server's grammar crawl
+    assert schema["required"] == ["answer", "operations", "provenance"]
+    assert "anyOf" not in json.dumps(schema)
+
+
+# ----------------------------------------------------------------------------- kill and resume
+
+sys.path.insert(0, str(HERE))
+from _memops_fake_server import FakeServer  # noqa: E402
+
+
+def _run(tmp, server, systems_arg, *, kill_after=None, timeout=240):
+    env = {**os.environ, "PYTHONPATH": LIB, "MEMLIFE_READER_BASE_URL": server.base_url,
+           "MEMLIFE_READER_MODEL": "fake", "MEMLIFE_CACHE_DIR": str(tmp / "cache"),
+           "MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "memlife.memops.evaluate", "--instances", str(tmp / "i.jsonl"),
+                             "--out", str(tmp / "out"), "--systems", systems_arg, "--settings", "adjacent",
+                             "--max-probes", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    server.kill_pid = proc.pid
+    server.kill_after = kill_after
+    try:
+        proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode
+
+
+def _memories(system_cls, tmp):
+    reader = systems.Reader(_EchoClient())
+    s = system_cls(reader, tmp / "out" / "stores", top_k=10)
+    try:
+        return s.memories(systems.history_for(INSTANCE, "adjacent"))
+    finally:
+        s.close()
+
+
+@pytest.mark.slow
+def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_path):
+    pytest.importorskip("mem0")
+    use_memos = systems.memos_available()
+    names = "mem0,memos,long_context" if use_memos else "mem0,long_context"
+    (tmp_path / "i.jsonl").write_text(json.dumps(INSTANCE.model_dump(mode="json")) + "\n")
+    seen = collections.Counter()
+
+    # 1: killed during Mem0's ingest of the 3-session history (2nd extraction call in flight)
+    srv = FakeServer()
+    assert _run(tmp_path, srv, names, kill_after=2) == -signal.SIGKILL and srv.killed
+    killed = [srv.requests[-1]]
+    seen.update(srv.requests)
+    srv.close()
+    store = systems.store_dir(tmp_path / "out" / "stores", "mem0", "t-test-trajectory@adjacent")
+    assert store.is_dir() and not (store / "INGESTED").exists()  # interrupted mid-ingest
+
+    # 2: killed during MemOS's ingest (Mem0 completes: 2 new extractions + 1 read, then MemOS)
+    if use_memos:
+        srv = FakeServer()
+        assert _run(tmp_path, srv, names, kill_after=5) == -signal.SIGKILL and srv.killed
+        killed.append(srv.requests[-1])
+        seen.update(srv.requests)
+        srv.close()
+
+    # 3: runs to the end
+    srv = FakeServer()
+    assert _run(tmp_path, srv, names) == 0
+    seen.update(srv.requests)
+    srv.close()
+
+    # No request reached the model twice, except each one that was in flight when killed.
+    repeats = {k: n for k, n in seen.items() if n > 1}
+    assert repeats == {k: 2 for k in killed}
+    # Exactly one memory per session (the fake extractor yields one fact per call): no duplicates.
+    assert len(_memories(systems.Mem0System, tmp_path)) == 3
+    if use_memos:
+        assert len(_memories(systems.MemOSSystem, tmp_path)) == 3
+    df = evaluate.collect(tmp_path / "out")
+    assert len(df) == len(names.split(",")) and not df.duplicated(["system", "setting", "probe_id"]).any()
+
+
+@pytest.mark.slow
+def test_temp_lora_trains_saves_and_reuses_its_adapter(tmp_path, monkeypatch):
+    pytest.importorskip("peft")
+    try:
+        systems.smollm2_gguf()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
+    cfg = systems.TempLoRAConfig(chunk_tokens=128, max_steps=1, max_new_tokens=8)
+    s = systems.TempLoRASystem(tmp_path, cfg)
+    h = systems.history_for(INSTANCE, "adjacent")
+    s.ingest(h)
+    d = systems.store_dir(tmp_path, "temp_lora", h.history_id)
+    info = json.loads((d / "INGESTED").read_text())
+    assert info["steps"] == 1 and info["chunks"] > 1 and (d / "adapter" / "adapter_config.json").is_file()
+    ans = s.answer(h, "What is my ZIP code?")
+    assert ans.completion_tokens <= 8 and ans.parsed.raw is not None
+    # A resumed run finds the marker and does not train again.
+    monkeypatch.setattr(systems.TempLoRASystem, "_chunks", lambda *a: pytest.fail("retrained"))
+    systems.TempLoRASystem(tmp_path, cfg).ingest(h)
+    s.close()
