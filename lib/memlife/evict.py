@@ -15,13 +15,17 @@ A unit larger than the whole budget is therefore evicted on arrival. Policies:
   :mod:`memlife.restore.prompts`), ties: the oldest. Scores depend on the unit text only.
 - ``no_evict`` — keeps everything (the budget is ignored; its row reports the whole history).
 - ``control`` — the deliberately destructive control. It starts from the ``random`` policy's
-  outcome (same seed and budget), whose expected per-unit eviction probability is
-  p = evicted units / units. It then evicts further gold units the random run kept until the
-  question has lost round(min(1, 3p) × n_gold) gold units (the fractional part rounded by the
-  seeded generator), and refills the freed room with the most recently evicted non-gold units
-  that fit. Its expected gold-eviction rate is therefore 3× the random baseline's, capped at 1:
-  when the baseline evicts a third of the history or more, the control evicts every gold unit.
-  It uses the gold labels, which is what makes it a control and not a policy.
+  run (same seed and budget). Along that run each unit's probability r of being evicted by
+  random follows from the store sizes at each eviction after it arrived
+  (:func:`random_eviction_probability`; older units face more draws, so r is very uneven).
+  Each gold unit that random kept is then evicted with one probability λ, chosen so that the
+  expected number of gold evictions is three times random's: Σr + λΣ(1 - r) = 3Σr, the sums
+  running over every gold unit of the dataset at that budget and seed
+  (:func:`control_mixing`; λ is capped at 1, so where random already loses a third of the
+  gold or more, the control loses all of it). A per-unit min(1, 3r) would fall short of 3×
+  because of the cap on the few old, likely-evicted gold units. The room freed is refilled
+  with the most recently evicted non-gold units that fit. It uses the gold labels, which is
+  what makes it a control and not a policy.
 """
 from __future__ import annotations
 
@@ -82,15 +86,37 @@ def _fifo(units: Sequence[Unit], budget: int) -> list[int]:
     return _stream(units, budget, q.append, q.popleft)
 
 
-def _random(units: Sequence[Unit], budget: int, rng: random.Random) -> list[int]:
+def _random(units: Sequence[Unit], budget: int, rng: random.Random,
+            events: list[tuple[int, int]] | None = None) -> list[int]:
+    """Uniform eviction; ``events`` (if given) receives (arrival index, store size) per eviction."""
     pool: list[int] = []
+    arrived = [-1]
+
+    def add(j: int) -> None:
+        arrived[0] = j
+        pool.append(j)
 
     def victim() -> int:
+        if events is not None:
+            events.append((arrived[0], len(pool)))
         j = rng.randrange(len(pool))
         pool[j], pool[-1] = pool[-1], pool[j]  # swap-remove keeps the draw O(1)
         return pool.pop()
 
-    return _stream(units, budget, pool.append, victim)
+    return _stream(units, budget, add, victim)
+
+
+def random_eviction_probability(n_units: int, events: Sequence[tuple[int, int]]) -> list[float]:
+    """Each unit's probability of being evicted by the random policy along a realized run: one
+    minus the product, over the evictions after the unit arrived, of (1 - 1 / store size).
+    Older units face more draws, so this is far from uniform in the unit's position."""
+    surv_after = [1.0] * (n_units + 1)  # survival over events whose arrival index >= i
+    by_arrival: dict[int, float] = {}
+    for a, size in events:
+        by_arrival[a] = by_arrival.get(a, 1.0) * (1.0 - 1.0 / size)
+    for i in range(n_units - 1, -1, -1):
+        surv_after[i] = surv_after[i + 1] * by_arrival.get(i, 1.0)
+    return [1.0 - surv_after[i] for i in range(n_units)]
 
 
 def tfidf_similarity(units: Sequence[Unit]) -> np.ndarray:
@@ -153,22 +179,33 @@ def _importance(units: Sequence[Unit], budget: int, scores: Mapping[str, float])
                    lambda: heapq.heappop(heap)[1])
 
 
-def _control(units: Sequence[Unit], budget: int, rng: random.Random,
-             base_evicted: list[int]) -> list[int]:
-    n = len(units)
-    p = len(base_evicted) / n if n else 0.0
-    gold = [i for i, u in enumerate(units) if u.is_gold]
+def control_mixing(gold_probabilities: Sequence[float]) -> float:
+    """The probability λ with which the control evicts each gold unit the random run kept, so
+    that the expected gold evictions, Σr + λ Σ(1 - r), equal 3 Σr (λ capped at 1)."""
+    r_sum = sum(gold_probabilities)
+    keep_sum = sum(1.0 - r for r in gold_probabilities)
+    if keep_sum <= 0.0:
+        return 1.0
+    return min(1.0, (CONTROL_MULTIPLIER - 1.0) * r_sum / keep_sum)
+
+
+def _random_run(units: Sequence[Unit], budget: int, seed: int, question_id: str):
+    """(evicted indices, each gold unit's random-eviction probability) of the random policy."""
+    events: list[tuple[int, int]] = []
+    base = _random(units, budget, policy_rng(seed, question_id, "random"), events)
+    r = random_eviction_probability(len(units), events)
+    return base, [r[i] for i, u in enumerate(units) if u.is_gold]
+
+
+def _control(units: Sequence[Unit], budget: int, rng: random.Random, base_evicted: list[int],
+             mixing: float) -> list[int]:
     evicted_set = set(base_evicted)
-    target_float = min(1.0, CONTROL_MULTIPLIER * p) * len(gold)
-    target = int(target_float) + (rng.random() < target_float - int(target_float))
-    already = sum(i in evicted_set for i in gold)
-    kept_gold = [i for i in gold if i not in evicted_set]
-    rng.shuffle(kept_gold)
-    extra = kept_gold[: max(0, target - already)]
+    extra = [i for i, u in enumerate(units)
+             if u.is_gold and i not in evicted_set and rng.random() < mixing]
     evicted = list(base_evicted) + extra
     evicted_set.update(extra)
     # Refill the room the extra gold evictions freed, newest evicted non-gold first.
-    room = budget - sum(units[i].tokens for i in range(n) if i not in evicted_set)
+    room = budget - sum(units[i].tokens for i in range(len(units)) if i not in evicted_set)
     for i in reversed(base_evicted):
         if not units[i].is_gold and units[i].tokens <= room:
             evicted_set.discard(i)
@@ -178,9 +215,11 @@ def _control(units: Sequence[Unit], budget: int, rng: random.Random,
 
 def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0, *,
           question_id: str = "", importance: Mapping[str, float] | None = None,
-          similarity: np.ndarray | None = None) -> Eviction:
+          similarity: np.ndarray | None = None, control_mix: float | None = None) -> Eviction:
     """Run one policy over one history. ``importance`` maps unit text to score (importance
-    policy); ``similarity`` may pass a precomputed :func:`tfidf_similarity` (redundancy)."""
+    policy); ``similarity`` may pass a precomputed :func:`tfidf_similarity` (redundancy);
+    ``control_mix`` the control's λ (default: calibrated on this question alone;
+    :func:`evict_grid` calibrates it over the whole dataset per budget and seed)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     if policy != "no_evict" and (budget is None or budget < 0):
@@ -198,8 +237,9 @@ def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0,
             raise ValueError("the importance policy needs `importance` scores (see score_importance)")
         ev = _importance(units, budget, importance)
     else:  # control
-        base = _random(units, budget, policy_rng(seed, question_id, "random"))
-        ev = _control(units, budget, policy_rng(seed, question_id, "control"), base)
+        base, r_gold = _random_run(units, budget, seed, question_id)
+        mix = control_mixing(r_gold) if control_mix is None else control_mix
+        ev = _control(units, budget, policy_rng(seed, question_id, "control"), base, mix)
     gone = set(ev)
     kept = [u for i, u in enumerate(units) if i not in gone]
     return Eviction(
@@ -219,6 +259,14 @@ def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str],
                seeds: Sequence[int], importance: Mapping[str, float] | None = None) -> list[Eviction]:
     """Every (question, policy, budget, seed) cell. Seed-independent policies run at the first
     seed only (the paper: "deterministic policies use seed 0"); random and control at each seed."""
+    mixing: dict[tuple[int, int], float] = {}
+    if "control" in policies:
+        for budget in budgets:
+            for seed in seeds:
+                r_all: list[float] = []
+                for qid in sorted(histories):
+                    r_all += _random_run(histories[qid], budget, seed, qid)[1]
+                mixing[(budget, seed)] = control_mixing(r_all)
     out = []
     for qid in sorted(histories):
         units = histories[qid]
@@ -227,7 +275,8 @@ def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str],
             for budget in budgets:
                 for seed in (seeds[:1] if policy in DETERMINISTIC_POLICIES else seeds):
                     out.append(evict(units, policy, budget, seed, question_id=qid,
-                                     importance=importance, similarity=sim))
+                                     importance=importance, similarity=sim,
+                                     control_mix=mixing.get((budget, seed))))
     return out
 
 
