@@ -289,6 +289,33 @@ def load_real(root: Path | None = None) -> list[Question]:
     return load(path, expected_sha256=LONGMEMEVAL_S_SHA256)
 
 
+SOURCES = ("built", "real")
+BUILT_FILENAME = "longmemeval_s_built.json"
+
+
+def dataset_path(profile: str, source: str) -> Path:
+    """Where a profile's LongMemEval-format file lives: the real file (shared by all profiles)
+    or the builder's output under the profile's data directory."""
+    from memlife import paths
+
+    lay = paths.layout(profile)
+    if source == "real":
+        return lay.root / LONGMEMEVAL_S_RELPATH
+    if source == "built":
+        return lay.data / "longmemeval" / BUILT_FILENAME
+    raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
+
+
+def load_dataset(profile: str, source: str) -> list[Question]:
+    """The profile's questions (abstention left out); the real file is hash-checked."""
+    path = dataset_path(profile, source)
+    if not path.is_file():
+        how = (f"download it from {LONGMEMEVAL_S_URL}" if source == "real"
+               else "run notebooks/20_longmem_data.ipynb (make data) first")
+        raise FileNotFoundError(f"{path} is missing; {how}")
+    return load(path, expected_sha256=LONGMEMEVAL_S_SHA256 if source == "real" else None)
+
+
 # ---------------------------------------------------------------------------------------------
 # Offline builder
 # ---------------------------------------------------------------------------------------------
