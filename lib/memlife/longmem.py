@@ -411,7 +411,7 @@ def build(n_questions: int, history_tokens: int, seed: int) -> list[dict]:
     if n_questions < 1 or history_tokens < 1:
         raise ValueError("n_questions and history_tokens must be positive")
     dialogues = corpus.load_dialogues()
-    dialogue_tokens: dict[int, int] = {}
+    dialogue_tokens: dict[int, list[int]] = {}
     records = []
     for qi in range(n_questions):
         rng = random.Random(f"longmem-build:{seed}:{qi}")
@@ -434,15 +434,21 @@ def build(n_questions: int, history_tokens: int, seed: int) -> list[dict]:
             if total >= history_tokens:
                 break
             if di not in dialogue_tokens:
-                dialogue_tokens[di] = _session_tokens(list(dialogues[di].turns))
+                dialogue_tokens[di] = [tokens.count(t["content"]) for t in dialogues[di].turns]
             days = rng.randint(1, 400)
             while days in used_days:
                 days = rng.randint(1, 400)
             used_days.add(days)
             when = question_date - dt.timedelta(days=days, minutes=rng.randint(0, 600))
-            turns = [{"role": t["role"], "content": t["content"]} for t in dialogues[di].turns]
+            # The last dialogue is cut after the turn that reaches the target length (whole
+            # turns, at least two), so short histories do not overshoot by a whole dialogue.
+            turns = []
+            for t, n_tok in zip(dialogues[di].turns, dialogue_tokens[di]):
+                if total >= history_tokens and len(turns) >= 2:
+                    break
+                turns.append({"role": t["role"], "content": t["content"]})
+                total += n_tok
             sessions.append((when, f"chitchat_{dialogues[di].dialogue_id}", turns))
-            total += dialogue_tokens[di]
         sessions.sort(key=lambda s: (s[0], s[1]))
         records.append({
             "question_id": qid,
