@@ -148,3 +148,22 @@ def test_records_follow_the_contract(dataset, tmp_path):
     assert path == tmp_path / "restore" / "records.parquet"
     back = pd.read_parquet(path)
     pd.testing.assert_frame_equal(back, df)
+
+
+def test_reading_resumes_after_a_failure_without_repeating_a_call(dataset, isolated_llm, fault_server):
+    from conftest import point_at
+
+    qs, hist = dataset
+    q = qs[1]
+    us = hist[q.question_id]
+    evs = evict.evict_grid({q.question_id: us}, ["fifo", "random", "no_evict"], [150, 600], [0])
+    plan = arms.plan_reads(arms.build_reads(q, us, evs, k=8, restore_cap=150))
+    client = point_at(isolated_llm, fault_server, role="reader", concurrency=1, max_retries=0)
+    fail_at = plan.distinct_prompts[len(plan.distinct_prompts) // 2]
+    fault_server.script(fail_at, "400")
+    with pytest.raises(isolated_llm.LLMError):
+        arms.read_all(plan, client)  # interrupted half-way through the grid
+    answers = arms.read_all(plan, client)  # the rerun replays the cache for the first half
+    assert fault_server.received[fail_at] == 2
+    assert all(fault_server.received[p] == 1 for p in plan.distinct_prompts if p != fail_at)
+    assert answers == {p: "echo: " + p for p in plan.distinct_prompts}
