@@ -118,12 +118,12 @@ def test_control_evicts_gold_at_three_times_the_random_rate(built_histories):
     """Stated tolerance: the pooled ratio lies within 3 ± 0.6 at the budget (the paper's 80k of
     102k) where 3× the baseline rate stays below 1; at tighter budgets the control evicts all gold."""
     budget8, _, budget80 = arms.scaled_budgets(1500)
-    grid = evict.evict_grid(built_histories, ["random", "control"], [budget8, budget80], [0, 1, 2, 3])
+    grid = evict.evict_grid(built_histories, ["random", "control"], [budget8, budget80], list(range(8)))
     rates = {}
     for policy in ("random", "control"):
         cells = [e for e in grid if e.policy == policy and e.budget == budget80]
         rates[policy] = sum(e.n_gold_evicted for e in cells) / sum(e.n_gold for e in cells)
-    assert 0.1 < rates["random"] < 0.33
+    assert 0.03 < rates["random"] < 0.33
     assert 2.4 <= rates["control"] / rates["random"] <= 3.6, rates
     tight = [e for e in grid if e.policy == "control" and e.budget == budget8]
     assert all(e.n_gold_evicted == e.n_gold for e in tight)
