@@ -1,0 +1,341 @@
+"""The token-budgeted memory store and its eviction policies.
+
+A history's units are ingested oldest first; whenever the retained tokens exceed the budget,
+the policy picks one retained unit (the new one included) to evict, until the store fits.
+A unit larger than the whole budget is therefore evicted on arrival. Policies:
+
+- ``fifo`` — the oldest retained unit.
+- ``random`` — a uniformly random retained unit; the generator is seeded by (seed, question).
+- ``redundancy`` — the retained unit most redundant with what else is retained: the highest
+  cosine similarity between its TF-IDF vector and any other retained unit's (ties: the oldest,
+  so of two duplicates the newer copy survives). TF-IDF (scikit-learn, English stop words,
+  sublinear tf) is fitted once on the question's whole history: the weights describe the
+  history's vocabulary and never see the question.
+- ``importance`` — the unit with the lowest LLM importance score (paper's prompt, 1–10, see
+  :mod:`memlife.restore.prompts`), ties: the oldest. Scores depend on the unit text only.
+- ``no_evict`` — keeps everything (the budget is ignored; its row reports the whole history).
+- ``control`` — the deliberately destructive control. It starts from the ``random`` policy's
+  run (same seed and budget). Along that run each unit's probability r of being evicted by
+  random follows from the store sizes at each eviction after it arrived
+  (:func:`random_eviction_probability`; older units face more draws, so r is very uneven).
+  Each gold unit that random kept is then evicted with one probability λ, chosen so that the
+  expected number of gold evictions is three times random's: Σr + λΣ(1 - r) = 3Σr, the sums
+  running over every gold unit of the dataset at that budget and seed
+  (:func:`control_mixing`; λ is capped at 1, so where random already loses a third of the
+  gold or more, the control loses all of it). A per-unit min(1, 3r) would fall short of 3×
+  because of the cap on the few old, likely-evicted gold units. The room freed is refilled
+  with the most recently evicted non-gold units that fit. It uses the gold labels, which is
+  what makes it a control and not a policy.
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from memlife.units import Unit
+
+POLICIES = ("fifo", "random", "redundancy", "importance", "no_evict", "control")
+BASELINE_POLICIES = ("fifo", "random", "redundancy", "importance")
+# Policies whose outcome does not depend on the seed (the paper runs them at seed 0 only).
+DETERMINISTIC_POLICIES = ("fifo", "redundancy", "importance", "no_evict")
+CONTROL_MULTIPLIER = 3.0
+
+
+@dataclass(frozen=True)
+class Eviction:
+    question_id: str
+    policy: str
+    budget: int | None
+    seed: int
+    retained: tuple[str, ...]  # unit ids, oldest first
+    evicted: tuple[str, ...]  # unit ids, in eviction order
+    retained_tokens: int
+    n_gold: int
+    n_gold_evicted: int
+
+
+def policy_rng(seed: int, question_id: str, policy: str) -> random.Random:
+    """A generator that depends only on (seed, question, policy), never on call order."""
+    digest = hashlib.sha256(f"{policy}:{seed}:{question_id}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _stream(units: Sequence[Unit], budget: int, add: Callable[[int], None],
+            victim: Callable[[], int]) -> list[int]:
+    """Ingest units in order; evict per `victim` while over budget. Returns evicted indices."""
+    total = 0
+    evicted: list[int] = []
+    for i, u in enumerate(units):
+        add(i)
+        total += u.tokens
+        while total > budget:
+            v = victim()
+            total -= units[v].tokens
+            evicted.append(v)
+    return evicted
+
+
+def _fifo(units: Sequence[Unit], budget: int) -> list[int]:
+    q: deque[int] = deque()
+    return _stream(units, budget, q.append, q.popleft)
+
+
+def _random(units: Sequence[Unit], budget: int, rng: random.Random,
+            events: list[tuple[int, int]] | None = None) -> list[int]:
+    """Uniform eviction; ``events`` (if given) receives (arrival index, store size) per eviction."""
+    pool: list[int] = []
+    arrived = [-1]
+
+    def add(j: int) -> None:
+        arrived[0] = j
+        pool.append(j)
+
+    def victim() -> int:
+        if events is not None:
+            events.append((arrived[0], len(pool)))
+        j = rng.randrange(len(pool))
+        pool[j], pool[-1] = pool[-1], pool[j]  # swap-remove keeps the draw O(1)
+        return pool.pop()
+
+    return _stream(units, budget, add, victim)
+
+
+def random_eviction_probability(n_units: int, events: Sequence[tuple[int, int]]) -> list[float]:
+    """Each unit's probability of being evicted by the random policy along a realized run: one
+    minus the product, over the evictions after the unit arrived, of (1 - 1 / store size).
+    Older units face more draws, so this is far from uniform in the unit's position."""
+    surv_after = [1.0] * (n_units + 1)  # survival over events whose arrival index >= i
+    by_arrival: dict[int, float] = {}
+    for a, size in events:
+        by_arrival[a] = by_arrival.get(a, 1.0) * (1.0 - 1.0 / size)
+    for i in range(n_units - 1, -1, -1):
+        surv_after[i] = surv_after[i + 1] * by_arrival.get(i, 1.0)
+    return [1.0 - surv_after[i] for i in range(n_units)]
+
+
+def tfidf_similarity(units: Sequence[Unit]) -> np.ndarray:
+    """Dense cosine-similarity matrix of the units' TF-IDF vectors (diagonal set to -inf)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = [u.text for u in units]
+    try:
+        X = TfidfVectorizer(stop_words="english", sublinear_tf=True).fit_transform(texts)
+    except ValueError:  # every text is empty or stop words: nothing is similar to anything
+        S = np.zeros((len(units), len(units)), dtype=np.float32)
+    else:
+        S = (X @ X.T).toarray().astype(np.float32)  # rows are L2-normalised: dot = cosine
+    np.fill_diagonal(S, -np.inf)
+    return S
+
+
+def _redundancy(units: Sequence[Unit], budget: int, S: np.ndarray) -> list[int]:
+    n = len(units)
+    retained = np.zeros(n, dtype=bool)
+    best = np.full(n, -np.inf, dtype=np.float32)  # max similarity to another retained unit
+    partner = np.full(n, -1, dtype=np.int64)
+
+    def add(j: int) -> None:
+        idx = np.flatnonzero(retained)
+        if idx.size:
+            col = S[j, idx]
+            better = col > best[idx]
+            best[idx[better]] = col[better]
+            partner[idx[better]] = j
+            k = int(np.argmax(col))
+            best[j], partner[j] = col[k], idx[k]
+        retained[j] = True
+
+    def victim() -> int:
+        score = np.where(retained, np.where(np.isfinite(best), best, -1.0), -np.inf)
+        v = int(np.argmax(score))  # first maximum = the oldest among ties
+        retained[v] = False
+        best[v], partner[v] = -np.inf, -1
+        for r in np.flatnonzero(retained & (partner == v)):
+            idx = np.flatnonzero(retained)
+            idx = idx[idx != r]
+            if idx.size:
+                row = S[r, idx]
+                k = int(np.argmax(row))
+                best[r], partner[r] = row[k], idx[k]
+            else:
+                best[r], partner[r] = -np.inf, -1
+        return v
+
+    return _stream(units, budget, add, victim)
+
+
+def _importance(units: Sequence[Unit], budget: int, scores: Mapping[str, float]) -> list[int]:
+    heap: list[tuple[float, int]] = []
+    missing = [u.unit_id for u in units if u.text not in scores]
+    if missing:
+        raise KeyError(f"importance scores missing for {len(missing)} unit(s), e.g. {missing[0]}")
+    return _stream(units, budget, lambda j: heapq.heappush(heap, (scores[units[j].text], j)),
+                   lambda: heapq.heappop(heap)[1])
+
+
+def control_mixing(gold_probabilities: Sequence[float]) -> float:
+    """The probability λ with which the control evicts each gold unit the random run kept, so
+    that the expected gold evictions, Σr + λ Σ(1 - r), equal 3 Σr (λ capped at 1)."""
+    r_sum = sum(gold_probabilities)
+    keep_sum = sum(1.0 - r for r in gold_probabilities)
+    if keep_sum <= 0.0:
+        return 1.0
+    return min(1.0, (CONTROL_MULTIPLIER - 1.0) * r_sum / keep_sum)
+
+
+def _random_run(units: Sequence[Unit], budget: int, seed: int, question_id: str):
+    """(evicted indices, each gold unit's random-eviction probability) of the random policy."""
+    events: list[tuple[int, int]] = []
+    base = _random(units, budget, policy_rng(seed, question_id, "random"), events)
+    r = random_eviction_probability(len(units), events)
+    return base, [r[i] for i, u in enumerate(units) if u.is_gold]
+
+
+def _control(units: Sequence[Unit], budget: int, rng: random.Random, base_evicted: list[int],
+             mixing: float) -> list[int]:
+    evicted_set = set(base_evicted)
+    extra = [i for i, u in enumerate(units)
+             if u.is_gold and i not in evicted_set and rng.random() < mixing]
+    evicted = list(base_evicted) + extra
+    evicted_set.update(extra)
+    # Refill the room the extra gold evictions freed, newest evicted non-gold first.
+    room = budget - sum(units[i].tokens for i in range(len(units)) if i not in evicted_set)
+    for i in reversed(base_evicted):
+        if not units[i].is_gold and units[i].tokens <= room:
+            evicted_set.discard(i)
+            room -= units[i].tokens
+    return [i for i in evicted if i in evicted_set]
+
+
+def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0, *,
+          question_id: str = "", importance: Mapping[str, float] | None = None,
+          similarity: np.ndarray | None = None, control_mix: float | None = None) -> Eviction:
+    """Run one policy over one history. ``importance`` maps unit text to score (importance
+    policy); ``similarity`` may pass a precomputed :func:`tfidf_similarity` (redundancy);
+    ``control_mix`` the control's λ (default: calibrated on this question alone;
+    :func:`evict_grid` calibrates it over the whole dataset per budget and seed)."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if policy != "no_evict" and (budget is None or budget < 0):
+        raise ValueError(f"policy {policy!r} needs a non-negative budget, got {budget!r}")
+    if policy == "no_evict":
+        ev: list[int] = []
+    elif policy == "fifo":
+        ev = _fifo(units, budget)
+    elif policy == "random":
+        ev = _random(units, budget, policy_rng(seed, question_id, "random"))
+    elif policy == "redundancy":
+        ev = _redundancy(units, budget, tfidf_similarity(units) if similarity is None else similarity)
+    elif policy == "importance":
+        if importance is None:
+            raise ValueError("the importance policy needs `importance` scores (see score_importance)")
+        ev = _importance(units, budget, importance)
+    else:  # control
+        base, r_gold = _random_run(units, budget, seed, question_id)
+        mix = control_mixing(r_gold) if control_mix is None else control_mix
+        ev = _control(units, budget, policy_rng(seed, question_id, "control"), base, mix)
+    gone = set(ev)
+    kept = [u for i, u in enumerate(units) if i not in gone]
+    return Eviction(
+        question_id=question_id,
+        policy=policy,
+        budget=budget,  # no_evict keeps its nominal budget so each budget has a reference cell
+        seed=seed,
+        retained=tuple(u.unit_id for u in kept),
+        evicted=tuple(units[i].unit_id for i in ev),
+        retained_tokens=sum(u.tokens for u in kept),
+        n_gold=sum(u.is_gold for u in units),
+        n_gold_evicted=sum(units[i].is_gold for i in ev),
+    )
+
+
+def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str], budgets: Sequence[int],
+               seeds: Sequence[int], importance: Mapping[str, float] | None = None) -> list[Eviction]:
+    """Every (question, policy, budget, seed) cell. Seed-independent policies run at the first
+    seed only (the paper: "deterministic policies use seed 0"); random and control at each seed."""
+    mixing: dict[tuple[int, int], float] = {}
+    if "control" in policies:
+        for budget in budgets:
+            for seed in seeds:
+                r_all: list[float] = []
+                for qid in sorted(histories):
+                    r_all += _random_run(histories[qid], budget, seed, qid)[1]
+                mixing[(budget, seed)] = control_mixing(r_all)
+    out = []
+    for qid in sorted(histories):
+        units = histories[qid]
+        sim = tfidf_similarity(units) if "redundancy" in policies else None
+        for policy in policies:
+            for budget in budgets:
+                for seed in (seeds[:1] if policy in DETERMINISTIC_POLICIES else seeds):
+                    out.append(evict(units, policy, budget, seed, question_id=qid,
+                                     importance=importance, similarity=sim,
+                                     control_mix=mixing.get((budget, seed))))
+    return out
+
+
+EVICTION_COLUMNS = ("question_id", "policy", "budget", "seed", "retained", "evicted",
+                    "retained_tokens", "n_gold", "n_gold_evicted")
+
+
+def to_frame(evictions: Sequence[Eviction]):
+    """One row per eviction, unit-id lists included (what was evicted, per question)."""
+    import pandas as pd
+
+    rows = [{"question_id": e.question_id, "policy": e.policy, "budget": e.budget, "seed": e.seed,
+             "retained": list(e.retained), "evicted": list(e.evicted),
+             "retained_tokens": e.retained_tokens, "n_gold": e.n_gold,
+             "n_gold_evicted": e.n_gold_evicted} for e in evictions]
+    return pd.DataFrame(rows, columns=list(EVICTION_COLUMNS))
+
+
+def from_frame(df) -> list[Eviction]:
+    return [Eviction(question_id=r.question_id, policy=r.policy, budget=int(r.budget), seed=int(r.seed),
+                     retained=tuple(r.retained), evicted=tuple(r.evicted),
+                     retained_tokens=int(r.retained_tokens), n_gold=int(r.n_gold),
+                     n_gold_evicted=int(r.n_gold_evicted)) for r in df.itertuples(index=False)]
+
+
+# ---------------------------------------------------------------------------------------------
+# LLM importance scores
+# ---------------------------------------------------------------------------------------------
+IMPORTANCE_NEUTRAL = 5.5  # the midpoint of 1..10, used when a reply holds no score (counted)
+
+
+def parse_importance(text: str) -> int | None:
+    """The first integer 1..10 in a reply, or None."""
+    import re
+
+    for m in re.finditer(r"\d+", text or ""):
+        v = int(m.group())
+        if 1 <= v <= 10:
+            return v
+    return None
+
+
+def score_importance(texts: Sequence[str], client, *, desc: str = "importance") -> tuple[dict[str, float], int]:
+    """Importance score per distinct text through the "scorer" role client, and the number of
+    replies that held no score (given :data:`IMPORTANCE_NEUTRAL`). Sorted distinct texts make
+    the request order, and so the llm cache keys, independent of how units were gathered."""
+    from memlife.restore import prompts
+
+    distinct = sorted(set(texts))
+    reqs = [dict(messages=prompts.importance_messages(t), max_tokens=prompts.IMPORTANCE_MAX_TOKENS,
+                 temperature=0.0) for t in distinct]
+    replies = client.complete_many(reqs, desc=desc) if reqs else []
+    out: dict[str, float] = {}
+    invalid = 0
+    for t, c in zip(distinct, replies):
+        v = parse_importance(c.text)
+        if v is None:
+            invalid += 1
+            out[t] = IMPORTANCE_NEUTRAL
+        else:
+            out[t] = float(v)
+    return out, invalid

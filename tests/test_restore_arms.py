@@ -1,0 +1,169 @@
+import hashlib
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from memlife import evict, longmem, retrieve, tokens, units
+from memlife.restore import arms, prompts
+
+PINNED = {
+    "reader_system": "b8cd79e82e9b9eb0f1c6583e30ea7b894e094b47da271dc7cfd33ad649dcc542",
+    "reader_user": "12be3b0aa025160fb570299ed5117b6ffc43774a401e90d80b33704b9a5ed2e3",
+    "judge_system": "6cd00f9c850e53ae8dff59271f66619e8f0f0a490e6ef7a205fa42e74a0b6d4d",
+    "judge_user": "bc982b19f881302bdf5ee6ac1e1ba62393e8f6665e4fcf48017634ea972358cc",
+    "importance_system": "1c4a191f6f26eedbb7cf001f51b71b3216631090ecc7a08339aa1e43c12c344f",
+    "importance_user": "500ecfe83d00a310c391d19b4f53eb61df1d0f81a1342d1c451bc46e5f95fb09",
+}
+
+
+def test_prompts_are_pinned():
+    got = {k: hashlib.sha256(v.encode()).hexdigest() for k, v in prompts.PROMPTS.items()}
+    assert got == PINNED
+    assert (prompts.READER_MAX_TOKENS, prompts.JUDGE_MAX_TOKENS, prompts.IMPORTANCE_MAX_TOKENS) == (600, 16, 4)
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    recs = longmem.build(n_questions=6, history_tokens=1500, seed=5)
+    qs = [longmem.to_question(r) for r in recs]
+    return qs, {q.question_id: units.units_of(q) for q in qs}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 6), st.integers(0, 5), st.integers(0, 2500), st.integers(0, 3))
+def test_restore_context_has_all_gold_within_cap_chronological(dataset, qi, policy_i, cap, seed):
+    qs, hist = dataset
+    q = qs[qi % len(qs)]
+    us = hist[q.question_id]
+    ev = evict.evict(us, evict.POLICIES[policy_i], 120, seed, question_id=q.question_id,
+                     importance={u.text: 1.0 for u in us})
+    ranking = retrieve.rank(us, ev.retained, q.question)
+    ids = arms.restore_ids(us, ranking, cap)
+    by_id = {u.unit_id: u for u in us}
+    assert {u.unit_id for u in us if u.is_gold} <= set(ids)  # evicted gold included
+    assert len(ids) == len(set(ids))
+    assert sum(by_id[i].tokens for i in ids if not by_id[i].is_gold) <= cap
+    assert [by_id[i].order for i in ids] == sorted(by_id[i].order for i in ids)
+    assert all(by_id[i].is_gold or i in set(ev.retained) for i in ids)  # fillers were retained
+
+
+def test_restore_fills_greedily_in_rank_order():
+    U = lambda i, t, g=False: units.Unit(f"s:{i}", "s", i, "d", "user", f"t{i}", t, i, g)  # noqa: E731
+    us = [U(0, 5, True), U(1, 10), U(2, 4), U(3, 3), U(4, 8)]
+    # ranking: s:4 (8 fits in 10), s:1 (10 no longer fits, skipped), s:0 (gold dup, skipped), s:3 (fits? 2 left: no), s:2
+    assert arms.restore_ids(us, ["s:4", "s:1", "s:0", "s:3", "s:2"], 10) == ["s:0", "s:4"]
+    assert arms.restore_ids(us, ["s:4", "s:1", "s:0", "s:3", "s:2"], 11) == ["s:0", "s:3", "s:4"]
+
+
+def test_build_reads_covers_every_arm_and_dedups(dataset):
+    qs, hist = dataset
+    q = qs[3]  # multi-session: three gold units
+    us = hist[q.question_id]
+    budgets = arms.scaled_budgets(1500)
+    evs = evict.evict_grid({q.question_id: us}, ["fifo", "no_evict", "random"], budgets, [0, 1])
+    reads = arms.build_reads(q, us, evs, k=10, restore_cap=200)
+    assert len(reads) == 1 + len(evs) * 2 * 2
+    clean = [r for r in reads if r.arm == "clean_gold"]
+    assert len(clean) == 1 and clean[0].policy is None and clean[0].budget is None and clean[0].seed is None
+    gold = {u.unit_id for u in us if u.is_gold}
+    assert set(clean[0].unit_ids) == gold
+    for ev in evs:
+        cell = [r for r in reads if (r.policy, r.budget, r.seed) == (ev.policy, ev.budget, ev.seed)]
+        restore = [r for r in cell if r.arm == "restore"]
+        assert len(restore) == 2 and restore[0].prompt == restore[1].prompt  # shared by regimes
+        fg = next(r for r in cell if r.arm == "policy" and r.regime == "forced_gold")
+        assert gold & set(ev.retained) <= set(fg.unit_ids)
+        assert all(len(r.unit_ids) <= 10 or r.arm == "restore" for r in cell)
+    plan = arms.plan_reads(reads)
+    assert plan.naive_calls == len(reads)
+    # no-evict is budget-independent: its reads are identical across the three budgets
+    assert plan.distinct_calls <= plan.naive_calls - 2 * 2
+    assert plan.distinct_prompts == sorted(plan.distinct_prompts)
+    r0 = reads[1]
+    assert r0.context_tokens == tokens.count(retrieve.render([{u.unit_id: u for u in us}[i] for i in r0.unit_ids]))
+    assert f"Today's date: {q.question_date}" in r0.prompt and r0.prompt.endswith(f"Question: {q.question}\nAnswer:")
+    assert "answer_" not in r0.prompt and "chitchat_" not in r0.prompt
+
+
+@pytest.mark.parametrize("answer, hyp, ok", [
+    ("Luna", "Your rabbit is called Luna.", True),
+    ("Luna", "I don't know.", False),
+    ("12 days", "That was twelve days ago.", True),
+    ("$383", "You spent $383 in total.", True),
+    ("$383", "You spent $3830.", False),
+    ("$1,250", "about $1250", True),
+    ("Business Administration", "a degree in business administration", True),
+    ("3", "You attended 13 weddings", False),
+    ("FitHub", "You are a member of Iron Temple.", False),
+])
+def test_deterministic_scorer(answer, hyp, ok):
+    assert arms.deterministic_correct(answer, hyp) is ok
+
+
+class FakeClient:
+    model = "fake-reader"
+
+    def __init__(self, reply):
+        self.reply, self.sent = reply, []
+
+    def complete_many(self, reqs, desc=None):
+        self.sent.extend(reqs)
+        return [SimpleNamespace(text=self.reply(r)) for r in reqs]
+
+
+def test_records_follow_the_contract(dataset, tmp_path):
+    qs, hist = dataset
+    q = qs[0]
+    us = hist[q.question_id]
+    evs = evict.evict_grid({q.question_id: us}, ["fifo", "random"], [200, 900], [0])
+    reads = arms.build_reads(q, us, evs, k=8, restore_cap=150)
+    plan = arms.plan_reads(reads)
+    gold_text = next(u.text for u in us if u.is_gold)
+    # a reader that answers right exactly when the gold turn is in its context
+    reader = FakeClient(lambda r: q.answer if gold_text in r["messages"][1]["content"] else "I don't know")
+    answers = arms.read_all(plan, reader)
+    assert len(reader.sent) == plan.distinct_calls
+    assert all(r["max_tokens"] == 600 and r["temperature"] == 0.0 for r in reader.sent)
+    assert all(r["messages"][0]["content"] == prompts.READER_SYSTEM for r in reader.sent)
+    judge = FakeClient(lambda r: "CORRECT" if q.answer in r["messages"][1]["content"].split("Model answer:")[1] else "INCORRECT")
+    pairs = [(q.question, q.answer, answers[r.prompt]) for r in reads]
+    jr = arms.judge_all(pairs, judge)
+    from memlife import llm
+    df = arms.records(reads, answers, {q.question_id: q}, reader.model, jr, "fake-judge", llm.parse_label)
+    assert tuple(df.columns) == arms.RECORD_COLUMNS
+    assert len(df) == 2 * len(reads)
+    det = df[df.judge == "deterministic"]
+    assert det.loc[det.arm == "clean_gold", "correct"].all()
+    assert det.loc[det.arm == "restore", "correct"].all()  # restore always reinstates gold
+    fg = det[(det.arm == "policy") & (det.regime == "forced_gold")]
+    assert (fg["correct"] == (fg["n_gold_evicted"] == 0)).all()
+    clean = df[df.arm == "clean_gold"]
+    assert clean[["policy", "budget", "regime", "seed", "n_gold_evicted"]].isna().all().all()
+    llm_rows = df[df.judge == "fake-judge"]
+    assert (llm_rows["correct"].to_numpy() == det["correct"].to_numpy()).all()
+    assert llm_rows["judge_raw"].isin(["CORRECT", "INCORRECT"]).all()
+    path = arms.write_records(df, tmp_path)
+    assert path == tmp_path / "restore" / "records.parquet"
+    back = pd.read_parquet(path)
+    pd.testing.assert_frame_equal(back, df)
+
+
+def test_reading_resumes_after_a_failure_without_repeating_a_call(dataset, isolated_llm, fault_server):
+    from conftest import point_at
+
+    qs, hist = dataset
+    q = qs[1]
+    us = hist[q.question_id]
+    evs = evict.evict_grid({q.question_id: us}, ["fifo", "random", "no_evict"], [150, 600], [0])
+    plan = arms.plan_reads(arms.build_reads(q, us, evs, k=8, restore_cap=150))
+    client = point_at(isolated_llm, fault_server, role="reader", concurrency=1, max_retries=0)
+    fail_at = plan.distinct_prompts[len(plan.distinct_prompts) // 2]
+    fault_server.script(fail_at, "400")
+    with pytest.raises(isolated_llm.LLMError):
+        arms.read_all(plan, client)  # interrupted half-way through the grid
+    answers = arms.read_all(plan, client)  # the rerun replays the cache for the first half
+    assert fault_server.received[fail_at] == 2
+    assert all(fault_server.received[p] == 1 for p in plan.distinct_prompts if p != fail_at)
+    assert answers == {p: "echo: " + p for p in plan.distinct_prompts}
