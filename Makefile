@@ -45,7 +45,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # newer than every executed notebook) only when PROFILE differs from the last run's.
 $(shell mkdir -p results; [ "$$(cat results/.profile 2>/dev/null)" = "$(PROFILE)" ] || echo $(PROFILE) > results/.profile)
 
-.PHONY: env memos-env reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env memos-env longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -112,6 +112,23 @@ reproduce: $(EXECUTED)
 
 smoke:
 	@$(MAKE) --no-print-directory reproduce PROFILE=smoke
+
+# ------------------------------------------------------------------------------ real data (online)
+# The offline defaults build LongMemEval-format data and use Chit-Chat filler; with internet:
+LONGMEMEVAL := data/longmemeval/longmemeval_s_cleaned.json
+ULTRACHAT := data/ultrachat/train_0.jsonl
+longmemeval: $(LONGMEMEVAL)
+$(LONGMEMEVAL): | env
+	mkdir -p $(@D)
+	curl -L --fail -o $@.part "$$($(PY) -c 'from memlife import longmem; print(longmem.LONGMEMEVAL_S_URL)')"
+	mv $@.part $@
+	$(PY) -m memlife.longmem validate $@
+
+ultrachat: $(ULTRACHAT)
+$(ULTRACHAT):
+	mkdir -p $(@D)
+	curl -L --fail -o $@.part https://huggingface.co/datasets/stingning/ultrachat/resolve/main/train_0.jsonl
+	mv $@.part $@
 
 # ------------------------------------------------------------------------------ tests
 test: test-unit test-notebooks
