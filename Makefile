@@ -121,6 +121,7 @@ longmemeval: $(LONGMEMEVAL)
 $(LONGMEMEVAL): | env
 	mkdir -p $(@D)
 	curl -L --fail -o $@.part "$$($(PY) -c 'from memlife import longmem; print(longmem.LONGMEMEVAL_S_URL)')"
+	echo "$$($(PY) -c 'from memlife import longmem; print(longmem.LONGMEMEVAL_S_SHA256)')  $@.part" | sha256sum -c -
 	mv $@.part $@
 	$(PY) -m memlife.longmem validate $@
 
