@@ -56,19 +56,11 @@ DISTRACTOR_TAGS = (
 N_SEGMENTS = 3
 TURNS_PER_SEGMENT = 8
 
-OpType = Literal["remember", "forget", "update", "reflect", "trajectory"]
-OperationType = Literal["remember", "forget", "update", "reflect"]
-ProbeType = Literal[
-    "OperationTrace",
-    "TargetBinding",
-    "StateTransition",
-    "CandidateDisambiguation",
-    "OperationApplication",
-    "StateTrajectory",
-]
-DistractorTag = Literal[
-    "same_target", "stale_value", "recency_top", "retained_control", "update_chain", "context_level"
-]
+# Literal of a tuple spells each value out: one list of names, typed and iterable.
+OpType = Literal[OP_TYPES]
+OperationType = Literal[OPERATION_TYPES]
+ProbeType = Literal[PROBE_TYPES]
+DistractorTag = Literal[DISTRACTOR_TAGS]
 Role = Literal["user", "assistant"]
 
 
