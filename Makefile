@@ -145,7 +145,7 @@ bench: env
 
 # ------------------------------------------------------------------------------ cleaning
 clean:
-	rm -rf results/notebooks results/usage results/logs results/smoke results/paper results/.profile data
+	rm -rf results/notebooks results/usage results/logs results/smoke results/quick results/paper results/.profile data
 
 clean-cache:
 	rm -rf .cache
