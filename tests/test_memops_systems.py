@@ -43,6 +43,7 @@ class _EchoClient:
 
     def complete_json(self, messages, *, schema, max_tokens, **kw):
         self.seen.append(messages)
+        self.grammars = getattr(self, "grammars", []) + [kw.get("grammar_schema")]
         text = json.dumps({"answer": "ok", "operations": [], "provenance": []})
         return schema.model_validate_json(text), _C(text)
 
@@ -81,7 +82,7 @@ def test_bm25_session_level_returns_whole_sessions():
 
 def test_long_context_truncates_from_the_front_and_records_it():
     client = _EchoClient()
-    reader = systems.Reader(client, max_tokens=100, context_window=400, token_margin=1.0)
+    reader = systems.Reader(client, max_tokens=100, context_window=700, token_margin=1.0)
     ans = systems.LongContextSystem(reader).answer(systems.history_for(INSTANCE, "long_context"), "What is my ZIP?")
     context = client.seen[-1][1]["content"]
     assert ans.truncated_tokens > 0
@@ -89,6 +90,13 @@ def test_long_context_truncates_from_the_front_and_records_it():
     assert "Filler answer 3.1" in context                # the newest turn stayed
     full = systems.Reader(_EchoClient(), context_window=100_000).read(["a", "b"], "q")
     assert full.truncated_tokens == 0
+
+
+def test_probes_on_one_history_keep_the_same_lines_whatever_the_question():
+    reader = systems.Reader(_EchoClient(), max_tokens=100, context_window=700, token_margin=1.0)
+    lines = systems.format_turns(systems.history_for(INSTANCE, "long_context").turns())
+    short, dropped = reader.fit(lines, "ZIP?")
+    assert dropped > 0 and reader.fit(lines, "What is my current ZIP code, after the move " * 5) == (short, dropped)
 
 
 def test_malformed_reply_is_kept_not_dropped():
@@ -136,6 +144,25 @@ def test_response_schema_is_what_the_reader_sends():
     # flat and fully required: optional/nullable fields made llama-server's grammar crawl
     assert schema["required"] == ["answer", "operations", "provenance"]
     assert "anyOf" not in json.dumps(schema)
+
+
+def test_embedded_reader_bounds_the_grammar_but_not_the_parser():
+    from memlife.memops.response import GRAMMAR_BOUNDS, bounded_json_schema, parse_response
+
+    client = _EchoClient()
+    systems.Reader(client).read(["[session 1] user: hi"], "q?")
+    g = client.grammars[-1]
+    assert g == bounded_json_schema() and g["properties"]["answer"]["maxLength"] == GRAMMAR_BOUNDS["answer"]
+    assert g["$defs"]["PredictedOperation"]["properties"]["target"]["maxLength"] == GRAMMAR_BOUNDS["target"]
+    assert g["properties"]["provenance"]["items"]["maxLength"] == GRAMMAR_BOUNDS["provenance_quote"]
+    assert g["properties"]["operations"]["maxItems"] == GRAMMAR_BOUNDS["operations_items"]
+    assert "maxLength" not in json.dumps(MemOpsResponse.model_json_schema())  # the model itself is unbounded
+    client.is_embedded = False  # an API reader gets the plain schema ...
+    systems.Reader(client).read(["[session 1] user: hi"], "q?")
+    assert client.grammars[-1] is None
+    # ... and a reply longer than the grammar's bounds still parses.
+    long = json.dumps({"answer": "x" * (GRAMMAR_BOUNDS["answer"] * 2), "operations": [], "provenance": []})
+    assert not parse_response(long).malformed
 
 
 # ----------------------------------------------------------------------------- kill and resume
@@ -213,22 +240,42 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
 
 
 @pytest.mark.slow
-def test_temp_lora_trains_saves_and_reuses_its_adapter(tmp_path, monkeypatch):
+def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_path, monkeypatch):
     pytest.importorskip("peft")
     try:
         systems.smollm2_gguf()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
+    from memlife import llm
+
+    monkeypatch.setattr(llm, "cache_dir", lambda: tmp_path / "cache")
     cfg = systems.TempLoRAConfig(chunk_tokens=128, max_steps=1, max_new_tokens=8)
-    s = systems.TempLoRASystem(tmp_path, cfg)
+    s = systems.TempLoRASystem(tmp_path / "stores", cfg)
     h = systems.history_for(INSTANCE, "adjacent")
+    d = systems.store_dir(tmp_path / "stores", "temp_lora", h.history_id)
     s.ingest(h)
-    d = systems.store_dir(tmp_path, "temp_lora", h.history_id)
+    assert not (d / "INGESTED").exists()  # training waits until a reply is not cached
+    ans = s.answer(h, "What is my ZIP code?")
     info = json.loads((d / "INGESTED").read_text())
     assert info["steps"] == 1 and info["chunks"] > 1 and (d / "adapter" / "adapter_config.json").is_file()
-    ans = s.answer(h, "What is my ZIP code?")
-    assert ans.completion_tokens <= 8 and ans.parsed.raw is not None
-    # A resumed run finds the marker and does not train again.
-    monkeypatch.setattr(systems.TempLoRASystem, "_chunks", lambda *a: pytest.fail("retrained"))
-    systems.TempLoRASystem(tmp_path, cfg).ingest(h)
+    assert not ans.cached and 0 < ans.completion_tokens <= 8 and ans.request_id.startswith("temp_lora:")
     s.close()
+
+    # A resumed run with its store answers a new question from the saved adapter, no retraining.
+    monkeypatch.setattr(systems.TempLoRASystem, "_chunks", lambda *a: pytest.fail("retrained"))
+    s2 = systems.TempLoRASystem(tmp_path / "stores", cfg)
+    other = s2.answer(h, "Where do I live?")
+    assert not other.cached
+    # With the stores gone (make clean), a cached reply needs neither training nor the model.
+    monkeypatch.setattr(systems.TempLoRASystem, "_load_base", lambda *a: pytest.fail("loaded the model"))
+    s3 = systems.TempLoRASystem(tmp_path / "elsewhere", cfg)
+    again = s3.answer(h, "What is my ZIP code?")
+    assert again.cached and again.parsed.raw == ans.parsed.raw and again.request_id == ans.request_id
+    # The key covers the request: another seed or history is another generation.
+    assert systems.TempLoRASystem(tmp_path, cfg, seed=1).request_key(h, "What is my ZIP code?") != ans.request_id
+    h_long = systems.history_for(INSTANCE, "long_context")
+    assert s3.request_key(h_long, "What is my ZIP code?") != ans.request_id
+    monkeypatch.setenv("MEMLIFE_LLM_MODE", "replay")
+    with pytest.raises(llm.CacheMiss, match="Temp-LoRA"):
+        s3.answer(h, "A question never asked")
+    s2.close()

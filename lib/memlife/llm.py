@@ -229,7 +229,7 @@ def cache_get(key: str) -> dict | None:
     return _cache().get(key)
 
 
-def _cache_put(key: str, value: dict) -> None:
+def cache_put(key: str, value: dict) -> None:
     _cache().set(key, value)
 
 
@@ -429,7 +429,7 @@ class Client:
                             f"(role {self.endpoint.role}, model {self.model}, last message {last!r})")
         self._check_cap(req)
         c = self._send(req, key)
-        _cache_put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
+        cache_put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
                          "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason})
         _account(self.endpoint.role, c)
         return c
@@ -539,10 +539,15 @@ class Client:
 
     # -- structured output
 
-    def complete_json(self, messages: list[dict], *, schema, max_tokens: int, **kw):
-        """(schema instance, Completion); the instance is None when the reply does not parse."""
+    def complete_json(self, messages: list[dict], *, schema, max_tokens: int, grammar_schema: dict | None = None,
+                      **kw):
+        """(schema instance, Completion); the instance is None when the reply does not parse.
+
+        `grammar_schema` replaces the JSON schema sent as response_format (e.g. a tighter one
+        that bounds string lengths for a small model); the reply is still parsed with `schema`.
+        """
         if self.endpoint.structured_output:
-            kw["response_format"] = json_schema_format(schema)
+            kw["response_format"] = json_schema_format(schema, grammar_schema)
         c = self.complete(messages, max_tokens=max_tokens, **kw)
         obj, err = parse_json(c.text, schema)
         c.error = err
@@ -565,9 +570,10 @@ def get_client(role: str) -> Client:
 # --------------------------------------------------------------------------- strict parsing
 
 
-def json_schema_format(schema) -> dict:
+def json_schema_format(schema, json_schema: dict | None = None) -> dict:
     return {"type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": True}}
+            "json_schema": {"name": schema.__name__, "schema": json_schema or schema.model_json_schema(),
+                            "strict": True}}
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.S)

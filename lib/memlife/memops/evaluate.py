@@ -45,6 +45,7 @@ class EvalConfig:
     temp_lora_steps: int = 4
     temp_lora_settings: list[str] = field(default_factory=lambda: ["adjacent"])
     mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
+    extract_max_tokens: int = 384   # the cap on Mem0's and MemOS's own extraction calls
     judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
 
 
@@ -175,7 +176,8 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                         system = systems.make_system(
                             name, reader=reader, store_root=out_dir / "stores", top_k_turns=cfg.top_k_turns,
                             top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
-                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=cfg.mem0_infer)
+                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=cfg.mem0_infer,
+                            extract_max_tokens=cfg.extract_max_tokens)
                     history = systems.history_for(inst, setting)
                     system.ingest(history)
                     for probe in probes:

@@ -69,7 +69,7 @@ def _memory(req):
         config={
             "extractor_llm": {"backend": "openai", "config": {
                 "model_name_or_path": req["model"], "api_key": "not-needed", "api_base": req["base_url"],
-                "temperature": 0.0, "max_tokens": 384, "top_p": 1.0}},
+                "temperature": 0.0, "max_tokens": int(req.get("max_tokens", 384)), "top_p": 1.0}},
             "vector_db": {"backend": "qdrant", "config": {
                 "collection_name": "memops", "vector_dimension": 384, "distance_metric": "cosine",
                 "path": os.path.join(store, "qdrant")}},

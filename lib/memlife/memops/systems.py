@@ -14,8 +14,9 @@ Paper Section 4.1 evaluates four memory families; each is here with the real mec
 Every reader call goes through `memlife.llm` (structured output with the MemOpsResponse schema).
 Mem0 and MemOS make their own OpenAI-style calls; they are pointed at `memlife.proxy`, which
 routes them through `memlife.llm` too, so they are cached, counted and replayable. Temp-LoRA's
-generation is the adapted local model itself, so it cannot go through an endpoint; its adapter
-is saved per history so a resumed run does not retrain it.
+generation is the adapted local model itself, so it cannot go through an endpoint; its replies
+are cached in the same on-disk cache under the whole request, and its adapter is saved per
+history so a resumed run does not retrain it.
 
 Settings: `adjacent` (the evidence conversation: three segments = three sessions) and
 `long_context` (the dispersed history: one session per unrelated conversation).
@@ -31,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .response import RESPONSE_INSTRUCTIONS, MemOpsResponse, ParsedResponse, parse_response
+from .response import (RESPONSE_INSTRUCTIONS, MemOpsResponse, ParsedResponse, bounded_json_schema,
+                       parse_response)
 from .schema import Instance, long_context_history
 
 SETTINGS = ("adjacent", "long_context")
@@ -108,16 +110,30 @@ class Reader:
     context_window: int | None = None  # None: 8k for the embedded model, 128k otherwise
     # o200k counts differ from the reader's own tokenizer; keep a margin so the prompt fits.
     token_margin: float = 0.8
+    # Bound string lengths and list sizes in the sampling grammar (response.bounded_json_schema);
+    # None: exactly for the embedded model, whose unbounded replies run to the token cap.
+    bounded_grammar: bool | None = None
+
+    def grammar_schema(self) -> dict | None:
+        bounded = self.bounded_grammar
+        if bounded is None:
+            bounded = bool(getattr(self.client, "is_embedded", False))
+        return bounded_json_schema() if bounded else None
 
     def window(self) -> int:
         if self.context_window:
             return self.context_window
         return 8192 if getattr(self.client, "is_embedded", True) else 128_000
 
+    # Room kept for the question whatever its length, so that every probe on one history keeps
+    # the same lines and shares the prompt prefix, which llama-server then evaluates only once
+    # (on a 6.5k-token history: 41 s of prompt evaluation per probe without this).
+    question_allowance: int = 256
+
     def fit(self, lines: list[str], question: str) -> tuple[list[str], int]:
         """Drop whole lines from the front until system + context + question fit the window."""
         budget = int(self.window() * self.token_margin) - self.max_tokens
-        budget -= _count(SYSTEM_PROMPT) + _count(question) + 32
+        budget -= _count(SYSTEM_PROMPT) + max(self.question_allowance, _count(question)) + 32
         counts = [_count(line) + 1 for line in lines]
         total = sum(counts)
         start = 0
@@ -140,7 +156,8 @@ class Reader:
         kept, dropped = self.fit(lines, question)
         context = "\n".join(kept) if kept else "(no memory)"
         obj, c = self.client.complete_json(
-            self.messages(context, question), schema=MemOpsResponse, max_tokens=self.max_tokens
+            self.messages(context, question), schema=MemOpsResponse, max_tokens=self.max_tokens,
+            grammar_schema=self.grammar_schema(),
         )
         parsed = parse_response(c.text)
         if obj is not None and parsed.malformed:  # llm tolerated a ```json fence; so do we
@@ -293,9 +310,9 @@ class Mem0System:
     name = "mem0"
 
     def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader",
-                 infer: bool | None = None):
+                 infer: bool | None = None, extract_max_tokens: int = 384):
         self.reader, self.store_root, self.top_k = reader, Path(store_root), int(top_k)
-        self.proxy_role = proxy_role
+        self.proxy_role, self.extract_max_tokens = proxy_role, int(extract_max_tokens)
         self.infer = reader.window() >= MEM0_MIN_WINDOW_FOR_INFER if infer is None else bool(infer)
         self.variant = "infer" if self.infer else "raw (infer=False)"
         self._proxy = None
@@ -325,7 +342,7 @@ class Mem0System:
         config = {
             "llm": {"provider": "openai", "config": {
                 "model": str(getattr(self.reader.client, "model", "memlife")), "api_key": "not-needed",
-                "openai_base_url": self._proxy.base_url, "temperature": 0.0, "max_tokens": 512}},
+                "openai_base_url": self._proxy.base_url, "temperature": 0.0, "max_tokens": self.extract_max_tokens}},
             "embedder": {"provider": "huggingface", "config": {"model": embedder_path(), "embedding_dims": 384}},
             "vector_store": {"provider": "qdrant", "config": {
                 "collection_name": "memops", "path": str(d / "qdrant"), "on_disk": True,
@@ -405,9 +422,10 @@ class MemOSSystem:
     name = "memos"
     variant = "general_text"
 
-    def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader"):
+    def __init__(self, reader: Reader, store_root: Path, top_k: int, proxy_role: str = "reader",
+                 extract_max_tokens: int = 384):
         self.reader, self.store_root, self.top_k = reader, Path(store_root), int(top_k)
-        self.proxy_role = proxy_role
+        self.proxy_role, self.extract_max_tokens = proxy_role, int(extract_max_tokens)
         self._proxy = None
         self._proc = None
 
@@ -446,7 +464,8 @@ class MemOSSystem:
     def _open(self, history: History) -> dict:
         d = store_dir(self.store_root, self.name, history.history_id)
         return {"store": str(d), "base_url": self._proxy.base_url,
-                "model": str(getattr(self.reader.client, "model", "memlife")), "embedder": embedder_path()}
+                "model": str(getattr(self.reader.client, "model", "memlife")), "embedder": embedder_path(),
+                "max_tokens": self.extract_max_tokens}
 
     def ingest(self, history: History) -> None:
         marker = IngestMarker(store_dir(self.store_root, self.name, history.history_id))
@@ -514,11 +533,24 @@ class TempLoRAConfig:
     threads: int = 2
 
 
+def _file_fingerprint(path: Path) -> str:
+    """Size plus the SHA-256 of the first 4 MiB: identifies a release without hashing 100 MB."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        h.update(fh.read(1 << 22))
+    return f"{path.name}@{path.stat().st_size}:{h.hexdigest()[:16]}"
+
+
 class TempLoRASystem:
     """Temp-LoRA: fold the history into a LoRA adapter, then answer from the adapted weights.
 
-    The prompt holds only the question (the memory is in the parameters). The adapter is saved
-    per history under the store root with an INGESTED marker, so a resumed run reloads it.
+    The prompt holds only the question (the memory is in the parameters). Its generation is a
+    model call like any other, so it is cached on disk in `memlife.llm`'s cache under the SHA-256
+    of everything that determines it (the GGUF, the library versions, the LoRA config, the seed,
+    the history text and the prompt) and obeys MEMLIFE_LLM_MODE (replay fails on a miss, refresh
+    ignores hits). Training is lazy: a history is trained only when one of its answers is not
+    cached, and its adapter is saved under the store root with an INGESTED marker, so a resumed
+    run reloads it instead of retraining.
     """
 
     name = "temp_lora"
@@ -543,14 +575,20 @@ class TempLoRASystem:
             self._base.eval()
         return self._base, self._tok
 
+    @staticmethod
+    def history_text(history: History) -> str:
+        return "\n".join(format_turns(history.turns()))
+
     def _chunks(self, history: History) -> list[list[int]]:
         _, tok = self._load_base()
-        text = "\n".join(format_turns(history.turns()))
-        ids = tok(text).input_ids
+        ids = tok(self.history_text(history)).input_ids
         n = self.cfg.chunk_tokens
         return [ids[i:i + n] for i in range(0, len(ids), n)]
 
     def ingest(self, history: History) -> None:
+        """Nothing up front: `answer` trains the adapter the first time it needs the model."""
+
+    def _train(self, history: History) -> None:
         import torch
         from peft import LoraConfig, get_peft_model
 
@@ -588,6 +626,7 @@ class TempLoRASystem:
             return self._active[1]
         from peft import PeftModel
 
+        self._train(history)
         base, _ = self._load_base()
         if self._active is not None:
             self._active[1].unload()
@@ -597,23 +636,53 @@ class TempLoRASystem:
         self._active = (history.history_id, model)
         return model
 
+    def messages(self, question: str) -> list[dict]:
+        return [{"role": "system", "content": SYSTEM_PROMPT.replace("Use only the memory below to answer. ", "")},
+                {"role": "user", "content": question}]
+
+    def request_key(self, history: History, question: str) -> str:
+        from dataclasses import asdict
+        from importlib.metadata import version
+
+        req = {"kind": "temp_lora_generate", "model": _file_fingerprint(smollm2_gguf()),
+               "versions": {p: version(p) for p in ("torch", "transformers", "peft")},
+               "config": asdict(self.cfg), "seed": self.seed,
+               "history_sha256": hashlib.sha256(self.history_text(history).encode()).hexdigest(),
+               "messages": self.messages(question)}
+        return "temp_lora:" + hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
+
     def answer(self, history: History, question: str) -> Answer:
         import time
 
-        import torch
+        from memlife import llm
 
-        model = self._adapted(history)
-        _, tok = self._load_base()
-        msgs = [{"role": "system", "content": SYSTEM_PROMPT.replace("Use only the memory below to answer. ", "")},
-                {"role": "user", "content": question}]
-        enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True)
-        t0 = time.monotonic()
-        with torch.no_grad():
-            out = model.generate(**enc, max_new_tokens=self.cfg.max_new_tokens, do_sample=False)
-        new = out[0, enc["input_ids"].shape[1]:]
-        text = tok.decode(new, skip_special_tokens=True)
-        return Answer(parsed=parse_response(text), context_tokens=0, prompt_tokens=int(enc["input_ids"].shape[1]),
-                      completion_tokens=int(new.shape[0]), latency_s=time.monotonic() - t0)
+        key = self.request_key(history, question)
+        m = llm.mode()
+        hit = llm.cache_get(key) if m != "refresh" else None
+        if hit is None and m == "replay":
+            raise llm.CacheMiss(f"replay mode: no cached Temp-LoRA generation {key[:26]} "
+                                f"(history {history.history_id}, question {question[:60]!r})")
+        if hit is None:
+            import torch
+
+            model = self._adapted(history)
+            _, tok = self._load_base()
+            enc = tok.apply_chat_template(self.messages(question), add_generation_prompt=True,
+                                          return_tensors="pt", return_dict=True)
+            t0 = time.monotonic()
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=self.cfg.max_new_tokens, do_sample=False)
+            new = out[0, enc["input_ids"].shape[1]:]
+            hit = {"text": tok.decode(new, skip_special_tokens=True),
+                   "prompt_tokens": int(enc["input_ids"].shape[1]), "completion_tokens": int(new.shape[0]),
+                   "latency_s": round(time.monotonic() - t0, 4)}
+            llm.cache_put(key, hit)
+            cached = False
+        else:
+            cached = True
+        return Answer(parsed=parse_response(hit["text"]), context_tokens=0, prompt_tokens=hit["prompt_tokens"],
+                      completion_tokens=hit["completion_tokens"], cached=cached,
+                      latency_s=0.0 if cached else hit["latency_s"], request_id=key)
 
     def close(self) -> None:
         if self._active is not None:
@@ -626,7 +695,8 @@ class TempLoRASystem:
 
 def make_system(name: str, *, reader: Reader, store_root: Path, top_k_turns: int = 10,
                 top_k_sessions: int = 2, top_k_memories: int = 10, seed: int = 0,
-                temp_lora: TempLoRAConfig | None = None, mem0_infer: bool | None = None) -> MemorySystem:
+                temp_lora: TempLoRAConfig | None = None, mem0_infer: bool | None = None,
+                extract_max_tokens: int = 384) -> MemorySystem:
     if name == "long_context":
         return LongContextSystem(reader)
     if name == "bm25_turn":
@@ -634,9 +704,10 @@ def make_system(name: str, *, reader: Reader, store_root: Path, top_k_turns: int
     if name == "bm25_session":
         return BM25System(reader, "session", top_k_sessions)
     if name == "mem0":
-        return Mem0System(reader, store_root, top_k_memories, infer=mem0_infer)
+        return Mem0System(reader, store_root, top_k_memories, infer=mem0_infer,
+                          extract_max_tokens=extract_max_tokens)
     if name == "memos":
-        return MemOSSystem(reader, store_root, top_k_memories)
+        return MemOSSystem(reader, store_root, top_k_memories, extract_max_tokens=extract_max_tokens)
     if name == "temp_lora":
         return TempLoRASystem(store_root, temp_lora, seed=seed)
     raise ValueError(f"unknown system {name!r}; expected one of {SYSTEMS}")

@@ -146,11 +146,16 @@ def plan_reads(reads: Sequence[Read]) -> ReadPlan:
     return ReadPlan(reads=list(reads), distinct_prompts=sorted({r.prompt for r in reads}))
 
 
-def read_all(plan: ReadPlan, client, *, desc: str = "reading") -> dict[str, str]:
-    """Answers per distinct prompt, through the reader client (cached, prefix-ordered)."""
+def read_all(plan: ReadPlan, client, *, desc: str = "reading",
+             max_tokens: int = prompts.READER_MAX_TOKENS) -> dict[str, str]:
+    """Answers per distinct prompt, through the reader client (cached, prefix-ordered).
+
+    `max_tokens` is the paper's 600 unless a profile lowers it: the embedded reader runs on to
+    the cap on about one read in seven, which alone took half of the quick profile's reading time.
+    """
     reqs = [dict(messages=[{"role": "system", "content": prompts.READER_SYSTEM},
                            {"role": "user", "content": p}],
-                 max_tokens=prompts.READER_MAX_TOKENS, temperature=0.0)
+                 max_tokens=max_tokens, temperature=0.0)
             for p in plan.distinct_prompts]
     replies = client.complete_many(reqs, desc=desc) if reqs else []
     return {p: c.text for p, c in zip(plan.distinct_prompts, replies)}
