@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from memlife.memops import evaluate, systems
@@ -118,10 +119,26 @@ def test_select_instances_balances_op_types():
     assert evaluate.select_instances(insts, None) == sorted(insts, key=lambda i: i.instance_id)
 
 
-def test_select_probes_rotates_over_probe_types():
-    picked = [evaluate.select_probes(INSTANCE, k, 2) for k in range(5)]
-    assert [[p.probe_id for p in ps] for ps in picked] == [["p1", "p2"], ["p2", "p3"], ["p3", "p4"], ["p4", "p5"], ["p5", "p1"]]
-    assert evaluate.select_probes(INSTANCE, 3, None) == list(INSTANCE.probes)
+def test_select_probes_covers_the_rarest_probe_types_first():
+    base = INSTANCE.model_dump()
+
+    def inst(iid, types):
+        probes = [{**base["probes"][0], "probe_id": f"{iid}-p{k}", "probe_type": t} for k, t in enumerate(types)]
+        return Instance.model_validate({**base, "instance_id": iid, "probes": probes})
+
+    common = ["OperationTrace", "TargetBinding", "StateTransition", "CandidateDisambiguation", "OperationApplication"]
+    traj = ["StateTrajectory", "StateTrajectory", "StateTransition", "CandidateDisambiguation", "OperationTrace"]
+    chosen = [inst("a", common), inst("b", common), inst("c", common), inst("d", traj), inst("e", common),
+              inst("f", common)]
+    one = evaluate.select_probes(chosen, 1)
+    # every probe type once: StateTrajectory from the only instance that has it
+    assert [ps[0].probe_type for ps in one] == ["TargetBinding", "OperationApplication", "StateTransition",
+                                                "StateTrajectory", "OperationTrace", "CandidateDisambiguation"]
+    assert evaluate.select_probes(chosen, 1) == one  # deterministic
+    two = evaluate.select_probes(chosen[:2], 2)
+    assert [len(ps) for ps in two] == [2, 2] and len({p.probe_type for ps in two for p in ps}) == 4
+    assert evaluate.select_probes(chosen, None) == [list(i.probes) for i in chosen]
+    assert [len(ps) for ps in evaluate.select_probes(chosen, 9)] == [5] * 6
 
 
 def test_journal_ignores_and_repairs_a_torn_last_line(tmp_path):
@@ -188,9 +205,14 @@ def _run(tmp, server, systems_arg, *, kill_after=None, timeout=240):
     return proc.returncode
 
 
+def _stores(tmp):
+    (root,) = (tmp / "out" / "stores").iterdir()  # one run key: the parameters did not change
+    return root
+
+
 def _memories(system_cls, tmp):
     reader = systems.Reader(_EchoClient())
-    s = system_cls(reader, tmp / "out" / "stores", top_k=10)
+    s = system_cls(reader, _stores(tmp), top_k=10)
     try:
         return s.memories(systems.history_for(INSTANCE, "adjacent"))
     finally:
@@ -211,7 +233,7 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
     killed = [srv.requests[-1]]
     seen.update(srv.requests)
     srv.close()
-    store = systems.store_dir(tmp_path / "out" / "stores", "mem0", "t-test-trajectory@adjacent")
+    store = systems.store_dir(_stores(tmp_path), "mem0", "t-test-trajectory@adjacent")
     assert store.is_dir() and not (store / "INGESTED").exists()  # interrupted mid-ingest
 
     # 2: killed during MemOS's ingest (Mem0 completes: 2 new extractions + 1 read, then MemOS)
@@ -279,3 +301,25 @@ def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_p
     with pytest.raises(llm.CacheMiss, match="Temp-LoRA"):
         s3.answer(h, "A question never asked")
     s2.close()
+
+def test_changing_an_answer_parameter_asks_again_and_records_only_the_current_run(tmp_path):
+    client = _EchoClient()
+    base = dict(systems=["long_context", "bm25_turn"], settings=["adjacent"], max_probes=2, judge=False)
+    first = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=100, **base), tmp_path,
+                         reader_client=client, progress=False)
+    assert len(client.seen) == 4 and len(first) == 4 and first["run_key"].nunique() == 1
+    # Same parameters: everything is journalled, nothing is asked.
+    evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=100, **base), tmp_path,
+                 reader_client=client, progress=False)
+    assert len(client.seen) == 4
+    # Another token cap changes the answers: asked again, and only the new answers are the records.
+    second = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=50, **base), tmp_path,
+                          reader_client=client, progress=False)
+    assert len(client.seen) == 8 and len(second) == 4
+    assert set(second["run_key"]) != set(first["run_key"])
+    assert len(pd.read_parquet(tmp_path / "records.parquet")) == 4
+    # A smaller selection under the same key asks nothing and records just that selection.
+    third = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=50, **{**base, "max_probes": 1}),
+                         tmp_path, reader_client=client, progress=False)
+    assert len(client.seen) == 8 and len(third) == 2
+    assert len(evaluate.collect(tmp_path)) == 8  # the journals keep every answer ever given

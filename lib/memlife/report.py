@@ -17,13 +17,30 @@ _PNG_META = {"Software": None}
 _PDF_META = {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
 
 
+def _integral_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Count columns (`n`, `n_*`) that became float only because some rows are empty (e.g. the
+    paper's rows beside ours) are written as integers: `5`, not `5.000`."""
+    out = df.copy()
+    for col in out.columns:
+        if not (col == "n" or str(col).startswith("n_")) or not pd.api.types.is_float_dtype(out[col]):
+            continue
+        vals = out[col].dropna()
+        if len(vals) and (vals == vals.round()).all():
+            out[col] = out[col].astype("Int64")
+    return out
+
+
 def save_table(df: pd.DataFrame, name: str, directory: Path, *, floatfmt: str = ".3f") -> Path:
     """Write `name`.csv and `name`.md under `directory`; returns the CSV path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    df = _integral_counts(df)
     csv_path = directory / f"{name}.csv"
     df.to_csv(csv_path, index=False, lineterminator="\n")
-    (directory / f"{name}.md").write_text(df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
+    # tabulate prints None as an empty cell and right-aligns the column's integers
+    md = df.astype({c: object for c in df.columns if str(df[c].dtype) == "Int64"})
+    md = md.where(md.notna(), None) if len(md.columns) else md
+    (directory / f"{name}.md").write_text(md.to_markdown(index=False, floatfmt=floatfmt) + "\n")
     return csv_path
 
 

@@ -2,17 +2,22 @@
 
 Layout under `paths.layout(profile).run / "memops"`:
 
-  journal/<system>__<setting>.jsonl   one line per answered probe, appended and fsynced
-  stores/<system>/<hash>/             Mem0 / MemOS / Temp-LoRA stores, one per history
-  records.parquet                     every journal line, scored, sorted (rebuilt at the end)
+  journal/<system>__<setting>.jsonl       one line per answered probe, appended and fsynced
+  stores/<run key>/<system>/<hash>/       Mem0 / MemOS / Temp-LoRA stores, one per history
+  records.parquet                         this run's journal lines, scored, sorted
 
-Resuming: a probe already in the journal is not asked again; a history whose probes are all
-journalled is not ingested again; a store without its INGESTED marker is rebuilt from scratch
-(see systems.IngestMarker). Every model call is cached by `memlife.llm`, so a killed run that
-restarts repeats no call — at most the one that was in flight when it died.
+The run key is a hash of every parameter that changes an answer or a store (reader model,
+seed, top-k, token caps, Temp-LoRA steps, Mem0 mode); each journal line carries it. Resuming: a
+probe already journalled under the current key is not asked again; a history whose probes are
+all journalled is not ingested again; a store without its INGESTED marker is rebuilt from
+scratch (see systems.IngestMarker). Changing such a parameter starts a fresh set of answers and
+stores instead of silently reusing the old ones, and records.parquet holds only the current
+key's answers to the current selection of probes. Every model call is cached by `memlife.llm`,
+so a killed run that restarts repeats no call — at most the one that was in flight when it died.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -25,7 +30,7 @@ RECORD_COLUMNS = (
     "system", "setting", "instance_id", "topic_id", "op_type", "probe_id", "probe_type", "multi_hop",
     "malformed", "parse_error", "answer", "pred_operations", "pred_provenance", "raw",
     "context_tokens", "truncated_tokens", "retrieved", "prompt_tokens", "completion_tokens",
-    "request_id", "reader", "variant",
+    "request_id", "reader", "variant", "run_key",
     "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect",
 )
 
@@ -49,6 +54,17 @@ class EvalConfig:
     judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
 
 
+# The EvalConfig fields that change an answer or a store; the others only choose what is asked.
+ANSWER_FIELDS = ("seed", "top_k_turns", "top_k_sessions", "top_k_memories", "reader_max_tokens",
+                 "temp_lora_steps", "mem0_infer", "extract_max_tokens")
+
+
+def run_key(cfg: "EvalConfig", reader_model: str) -> str:
+    fields = {f: getattr(cfg, f) for f in ANSWER_FIELDS}
+    blob = json.dumps({"reader": reader_model, **fields}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
 OP_ORDER = ("remember", "forget", "update", "reflect", "trajectory")  # the paper's order
 
 
@@ -68,14 +84,33 @@ def select_instances(instances: list[Instance], max_instances: int | None) -> li
     return sorted(picked, key=lambda i: i.instance_id)
 
 
-def select_probes(inst: Instance, position: int, max_probes: int | None) -> list:
-    """`max_probes` probes of the instance at `position` in the selection, starting at an offset
-    that rotates with the position, so a cut still spreads over the probe types."""
-    probes = list(inst.probes)
-    if max_probes is None or max_probes >= len(probes):
-        return probes
-    start = position % len(probes)
-    return [probes[(start + j) % len(probes)] for j in range(max_probes)]
+def select_probes(chosen: list[Instance], max_probes: int | None) -> list[list]:
+    """The probes to ask of each chosen instance (in order): all of them, or `max_probes` each.
+
+    A cut covers as many probe types as it can: instance by instance, a probe type not yet asked
+    comes first, the rarest in the selection first (StateTrajectory exists only on trajectory
+    instances), then the instance's probes in an order that rotates with its position. Only the
+    selection decides, so the same dataset and parameters always ask the same probes.
+    """
+    if max_probes is None:
+        return [list(inst.probes) for inst in chosen]
+    offering: dict[str, int] = {}
+    for inst in chosen:
+        for t in {p.probe_type for p in inst.probes}:
+            offering[t] = offering.get(t, 0) + 1
+    asked: set[str] = set()
+    out = []
+    for position, inst in enumerate(chosen):
+        probes = list(inst.probes)
+        rotation = {p.probe_id: (i - position) % len(probes) for i, p in enumerate(probes)}
+        picked = []
+        for _ in range(min(max_probes, len(probes))):
+            rest = [p for p in probes if p not in picked]
+            best = min(rest, key=lambda p: (p.probe_type in asked, offering[p.probe_type], rotation[p.probe_id]))
+            picked.append(best)
+            asked.add(best.probe_type)
+        out.append(picked)
+    return out
 
 
 class Journal:
@@ -156,9 +191,12 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens)
     reader_model = str(getattr(reader_client, "model", "?"))
     chosen = select_instances(instances, cfg.max_instances)
+    asked = select_probes(chosen, cfg.max_probes)
+    key = run_key(cfg, reader_model)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps({**asdict(cfg), "reader": reader_model,
+    (out_dir / "config.json").write_text(json.dumps({**asdict(cfg), "reader": reader_model, "run_key": key,
                                                      "judge_used": bool(use_judge)}, indent=1, sort_keys=True))
+    selection = set()
     lora_cfg = systems.TempLoRAConfig(max_steps=cfg.temp_lora_steps)
     for name in cfg.systems:
         settings = [s for s in cfg.settings if name != "temp_lora" or s in cfg.temp_lora_settings]
@@ -166,15 +204,17 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
         try:
             for setting in settings:
                 journal = Journal(out_dir / "journal" / f"{name}__{setting}.jsonl")
-                done = {(r["instance_id"], r["probe_id"]) for r in journal.read()}
-                todo = [(inst, [p for p in select_probes(inst, k, cfg.max_probes)
-                                if (inst.instance_id, p.probe_id) not in done]) for k, inst in enumerate(chosen)]
+                done = {(r["instance_id"], r["probe_id"]) for r in journal.read() if r.get("run_key") == key}
+                selection |= {(name, setting, inst.instance_id, p.probe_id)
+                              for inst, probes in zip(chosen, asked) for p in probes}
+                todo = [(inst, [p for p in probes if (inst.instance_id, p.probe_id) not in done])
+                        for inst, probes in zip(chosen, asked)]
                 todo = [(i, ps) for i, ps in todo if ps]
                 bar = tqdm(total=sum(len(ps) for _, ps in todo), desc=f"{name} / {setting}", disable=not progress)
                 for inst, probes in todo:
                     if system is None:
                         system = systems.make_system(
-                            name, reader=reader, store_root=out_dir / "stores", top_k_turns=cfg.top_k_turns,
+                            name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
                             top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
                             seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=cfg.mem0_infer,
                             extract_max_tokens=cfg.extract_max_tokens)
@@ -184,6 +224,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                         ans = system.answer(history, probe.question)
                         rec = _record(name, setting, inst, probe, ans, reader_model)
                         rec["variant"] = getattr(system, "variant", "")
+                        rec["run_key"] = key
                         if use_judge:
                             rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
                         journal.append(rec)
@@ -192,17 +233,20 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
         finally:
             if system is not None:
                 system.close()
-    return collect(out_dir)
+    return collect(out_dir, key=key, selection=selection)
 
 
-def collect(out_dir: Path):
-    """All journals as one sorted DataFrame, also written to records.parquet."""
+def collect(out_dir: Path, *, key: str | None = None, selection: set | None = None):
+    """The journals as one sorted DataFrame, also written to records.parquet: the lines of run
+    key `key` whose (system, setting, instance_id, probe_id) is in `selection` (None: all)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
     recs = []
     for path in sorted((out_dir / "journal").glob("*.jsonl")):
-        recs.extend(Journal(path).read())
+        recs.extend(r for r in Journal(path).read()
+                    if (key is None or r.get("run_key") == key)
+                    and (selection is None or (r["system"], r["setting"], r["instance_id"], r["probe_id"]) in selection))
     df = pd.DataFrame(recs)
     if df.empty:
         df = pd.DataFrame(columns=list(RECORD_COLUMNS))
@@ -213,12 +257,16 @@ def collect(out_dir: Path):
     return df
 
 
-def ingest_summary(out_dir: Path):
-    """One row per ingested (system, history): what its INGESTED marker recorded."""
+def ingest_summary(out_dir: Path, key: str | None = None):
+    """One row per ingested (system, history) of run key `key` (default: the last run's, from
+    config.json): what its INGESTED marker recorded."""
     import pandas as pd
 
+    out_dir = Path(out_dir)
+    if key is None and (out_dir / "config.json").is_file():
+        key = json.loads((out_dir / "config.json").read_text()).get("run_key")
     rows = []
-    for marker in sorted((Path(out_dir) / "stores").glob("*/*/INGESTED")):
+    for marker in sorted((out_dir / "stores").glob(f"{key or '*'}/*/*/INGESTED")):
         info = json.loads(marker.read_text())
         rows.append({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in info.items()})
     return pd.DataFrame(rows)
