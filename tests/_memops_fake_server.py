@@ -23,6 +23,7 @@ def reply_for(messages: list[dict], response_format) -> str:
 class FakeServer:
     def __init__(self, kill_pid_after: int | None = None):
         self.requests: list[str] = []
+        self.max_tokens: list[int | None] = []
         self.kill_after = kill_pid_after
         self.kill_pid: int | None = None
         self.killed = False
@@ -44,6 +45,7 @@ class FakeServer:
                 req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 key = hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
                 srv.requests.append(key)
+                srv.max_tokens.append(req.get("max_tokens"))
                 if srv.kill_after is not None and srv.kill_pid and len(srv.requests) == srv.kill_after:
                     srv.killed = True
                     os.kill(srv.kill_pid, signal.SIGKILL)  # dies mid-call: this one is never answered

@@ -194,7 +194,8 @@ def _run(tmp, server, systems_arg, *, kill_after=None, timeout=240):
            "MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "memlife.memops.evaluate", "--instances", str(tmp / "i.jsonl"),
                              "--out", str(tmp / "out"), "--systems", systems_arg, "--settings", "adjacent",
-                             "--max-probes", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--max-probes", "1", "--extract-max-tokens", "77"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     server.kill_pid = proc.pid
     server.kill_after = kill_after
     try:
@@ -226,12 +227,14 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
     names = "mem0,memos,long_context" if use_memos else "mem0,long_context"
     (tmp_path / "i.jsonl").write_text(json.dumps(INSTANCE.model_dump(mode="json")) + "\n")
     seen = collections.Counter()
+    caps = set()
 
     # 1: killed during Mem0's ingest of the 3-session history (2nd extraction call in flight)
     srv = FakeServer()
     assert _run(tmp_path, srv, names, kill_after=2) == -signal.SIGKILL and srv.killed
     killed = [srv.requests[-1]]
     seen.update(srv.requests)
+    caps.update(srv.max_tokens)
     srv.close()
     store = systems.store_dir(_stores(tmp_path), "mem0", "t-test-trajectory@adjacent")
     assert store.is_dir() and not (store / "INGESTED").exists()  # interrupted mid-ingest
@@ -242,13 +245,17 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
         assert _run(tmp_path, srv, names, kill_after=5) == -signal.SIGKILL and srv.killed
         killed.append(srv.requests[-1])
         seen.update(srv.requests)
+        caps.update(srv.max_tokens)
         srv.close()
 
     # 3: runs to the end
     srv = FakeServer()
     assert _run(tmp_path, srv, names) == 0
     seen.update(srv.requests)
+    caps.update(srv.max_tokens)
     srv.close()
+    # Mem0's and MemOS's own extraction calls carry the run's cap; the reader keeps its own.
+    assert caps == {77, evaluate.EvalConfig().reader_max_tokens}
 
     # No request reached the model twice, except each one that was in flight when killed.
     repeats = {k: n for k, n in seen.items() if n > 1}
@@ -264,11 +271,12 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
 @pytest.mark.slow
 def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_path, monkeypatch):
     pytest.importorskip("peft")
+    from memlife import llm, serve
+
     try:
-        systems.smollm2_gguf()
+        serve.model_path()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
-    from memlife import llm
 
     monkeypatch.setattr(llm, "cache_dir", lambda: tmp_path / "cache")
     cfg = systems.TempLoRAConfig(chunk_tokens=128, max_steps=1, max_new_tokens=8)
@@ -291,8 +299,11 @@ def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_p
     # With the stores gone (make clean), a cached reply needs neither training nor the model.
     monkeypatch.setattr(systems.TempLoRASystem, "_load_base", lambda *a: pytest.fail("loaded the model"))
     s3 = systems.TempLoRASystem(tmp_path / "elsewhere", cfg)
+    before = llm.usage()
     again = s3.answer(h, "What is my ZIP code?")
     assert again.cached and again.parsed.raw == ans.parsed.raw and again.request_id == ans.request_id
+    after = llm.usage()  # counted like every other model call
+    assert (after.calls - before.calls, after.cached_calls - before.cached_calls) == (1, 1)
     # The key covers the request: another seed or history is another generation.
     assert systems.TempLoRASystem(tmp_path, cfg, seed=1).request_key(h, "What is my ZIP code?") != ans.request_id
     h_long = systems.history_for(INSTANCE, "long_context")

@@ -127,6 +127,9 @@ def test_records_follow_the_contract(dataset, tmp_path):
     assert len(reader.sent) == plan.distinct_calls
     assert all(r["max_tokens"] == 600 and r["temperature"] == 0.0 for r in reader.sent)
     assert all(r["messages"][0]["content"] == prompts.READER_SYSTEM for r in reader.sent)
+    capped = FakeClient(lambda r: "I don't know")
+    arms.read_all(plan, capped, max_tokens=128)  # a profile's lower cap reaches every request
+    assert len(capped.sent) == plan.distinct_calls and {r["max_tokens"] for r in capped.sent} == {128}
     judge = FakeClient(lambda r: "CORRECT" if q.answer in r["messages"][1]["content"].split("Model answer:")[1] else "INCORRECT")
     pairs = [(q.question, q.answer, answers[r.prompt]) for r in reads]
     jr = arms.judge_all(pairs, judge)

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from . import paths
 
@@ -233,6 +233,31 @@ def cache_put(key: str, value: dict) -> None:
     _cache().set(key, value)
 
 
+def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: str, describe: str) -> Completion:
+    """The reply cached under `key`, or `compute()`'s, cached; either way accounted under `role`.
+
+    The one path of every model call — the endpoint clients' and a local model's own generations
+    (Temp-LoRA) — so that all obey MEMLIFE_LLM_MODE (replay fails on a miss naming `describe`,
+    refresh ignores hits), and all are counted. A failed call raises and caches nothing.
+    """
+    m = mode()
+    if m != "refresh":
+        hit = cache_get(key)
+        if hit is not None:
+            c = Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
+                           completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
+                           request_id=key, model=model, finish_reason=hit.get("finish_reason"))
+            _account(role, c)
+            return c
+    if m == "replay":
+        raise CacheMiss(f"replay mode: no cached reply for request {key[:16]} ({describe})")
+    c = compute()
+    cache_put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
+                    "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason})
+    _account(role, c)
+    return c
+
+
 @dataclass
 class Usage:
     calls: int = 0
@@ -414,25 +439,13 @@ class Client:
         return self._complete(req, key)
 
     def _complete(self, req: dict, key: str) -> Completion:
-        m = mode()
-        if m != "refresh":
-            hit = cache_get(key)
-            if hit is not None:
-                c = Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
-                               completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
-                               request_id=key, model=self.model, finish_reason=hit.get("finish_reason"))
-                _account(self.endpoint.role, c)
-                return c
-        if m == "replay":
-            last = (req["messages"][-1]["content"] if req["messages"] else "")[:80]
-            raise CacheMiss(f"replay mode: no cached reply for request {key[:16]} "
-                            f"(role {self.endpoint.role}, model {self.model}, last message {last!r})")
-        self._check_cap(req)
-        c = self._send(req, key)
-        cache_put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
-                         "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason})
-        _account(self.endpoint.role, c)
-        return c
+        def send() -> Completion:
+            self._check_cap(req)
+            return self._send(req, key)
+
+        last = (req["messages"][-1]["content"] if req["messages"] else "")[:80]
+        return memoized(key, send, role=self.endpoint.role, model=self.model,
+                        describe=f"role {self.endpoint.role}, model {self.model}, last message {last!r}")
 
     def _check_cap(self, req: dict) -> None:
         cap = _settings.get("spend_cap_usd")

@@ -38,8 +38,10 @@ def save_table(df: pd.DataFrame, name: str, directory: Path, *, floatfmt: str = 
     csv_path = directory / f"{name}.csv"
     df.to_csv(csv_path, index=False, lineterminator="\n")
     # tabulate prints None as an empty cell and right-aligns the column's integers
-    md = df.astype({c: object for c in df.columns if str(df[c].dtype) == "Int64"})
-    md = md.where(md.notna(), None) if len(md.columns) else md
+    md = df.copy()
+    for c in md.columns:
+        if str(md[c].dtype) == "Int64":
+            md[c] = pd.Series([None if pd.isna(v) else int(v) for v in md[c]], index=md.index, dtype=object)
     (directory / f"{name}.md").write_text(md.to_markdown(index=False, floatfmt=floatfmt) + "\n")
     return csv_path
 

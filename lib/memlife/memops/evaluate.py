@@ -295,10 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-probes", type=int)
     ap.add_argument("--top-k-memories", type=int, default=10)
     ap.add_argument("--mem0-infer", choices=("auto", "yes", "no"), default="auto")
+    ap.add_argument("--extract-max-tokens", type=int, default=384)
     a = ap.parse_args(argv)
     cfg = EvalConfig(systems=a.systems.split(","), settings=a.settings.split(","),
                      max_instances=a.max_instances, max_probes=a.max_probes,
-                     top_k_memories=a.top_k_memories, judge=False,
+                     top_k_memories=a.top_k_memories, judge=False, extract_max_tokens=a.extract_max_tokens,
                      mem0_infer={"auto": None, "yes": True, "no": False}[a.mem0_infer])
     df = run(load_instances(a.instances), cfg, Path(a.out), progress=False)
     print(json.dumps({"records": len(df)}))

