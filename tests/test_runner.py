@@ -57,3 +57,50 @@ def test_second_run_makes_no_uncached_call(repo_copy, monkeypatch, fault_server)
     assert sum(fault_server.received.values()) == sent  # nothing reached the server
     on_disk = json.loads((root / "results" / "usage" / "00_backend.json").read_text())
     assert on_disk["cached_calls"] == on_disk["calls"] and on_disk["unpriced_models"] == []
+
+
+def _notebook(path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("fail = False")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("half_done = 1"),
+                nbformat.v4.new_code_cell("if fail:\n    raise RuntimeError('broken mid-run')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def test_a_failed_run_leaves_no_executed_copy_for_make_to_take_as_done(repo_copy):
+    import papermill as pm
+    import yaml
+
+    from memlife import runner
+
+    root = repo_copy
+    cfg_path = root / "configs" / "smoke.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+
+    def set_fail(value: bool):
+        cfg["notebooks"]["99_midway"] = {"fail": value}
+        cfg_path.write_text(yaml.safe_dump(cfg))
+
+    _notebook(root / "notebooks" / "99_midway.ipynb")
+    executed = root / "results" / "notebooks" / "99_midway.ipynb"
+    failed = executed.with_name("99_midway.FAILED.ipynb")
+
+    # An earlier success, then a run that fails in its last cell.
+    set_fail(False)
+    runner.run_notebook("99_midway", "smoke", root=root)
+    assert executed.exists()
+    set_fail(True)
+    with pytest.raises(pm.PapermillExecutionError, match="broken mid-run"):
+        runner.run_notebook("99_midway", "smoke", root=root)
+    assert not executed.exists()  # make sees a missing target and runs the notebook again
+    assert "broken mid-run" in failed.read_text()  # the partial copy, named as what it is
+    assert sorted(p.name for p in executed.parent.iterdir()) == ["99_midway.FAILED.ipynb"]
+
+    # The next successful run publishes its copy and clears the failed one.
+    set_fail(False)
+    runner.run_notebook("99_midway", "smoke", root=root)
+    assert executed.exists() and not failed.exists()

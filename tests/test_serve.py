@@ -85,3 +85,29 @@ def test_server_stops_when_its_starter_is_killed(tmp_path):
         time.sleep(0.2)
     os.kill(pid, signal.SIGKILL)
     raise AssertionError("llama-server outlived the process that started it")
+
+
+def test_check_starts_a_private_server_and_gets_an_answer(server):
+    from memlife import serve
+
+    r = serve.check()
+    assert r["reply"] and r["generated_tokens_per_s"] > 0 and r["prompt_tokens_per_s"] > 0
+    assert serve.ensure_server().pid == server.pid  # the shared server was left alone
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 instruction sets only")
+def test_the_installed_build_uses_no_instruction_beyond_x86_64_v3():
+    """The portable build (Makefile LLAMA_CPU_ARGS) runs on every x86-64-v3 machine: its CPU
+    backend uses AVX2's ymm registers and neither AVX-512's zmm/opmask nor AMX's tile registers,
+    whatever CPU built it."""
+    import re
+    import subprocess
+
+    from memlife import serve
+
+    lib = serve.binary_path().parent / "libggml-cpu.so"
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(lib)], capture_output=True,
+                         text=True, check=True).stdout
+    assert len(re.findall(r"%ymm\d", asm)) > 1000  # AVX2 kernels are there: the scan can see them
+    assert not re.findall(r"%zmm\d|%k[1-7]\b", asm), "AVX-512 instructions in the portable build"
+    assert not re.findall(r"%tmm\d|\btile(zero|loadd|stored|release)\b|\btdp", asm), "AMX in the portable build"

@@ -4,6 +4,10 @@
 
 writes results/notebooks/20_longmem_data.ipynb (the executed copy) and
 results/usage/20_longmem_data.json (calls, cached_calls, tokens, usd_estimate).
+
+The executed copy appears only when every cell ran: papermill writes its output as it goes, so it
+writes to a temporary name first. A failed run leaves results/notebooks/NAME.FAILED.ipynb (with the
+error, for debugging) and no NAME.ipynb, so make runs it again next time.
 """
 from __future__ import annotations
 
@@ -43,6 +47,8 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
         raise FileNotFoundError(f"{src}: no such notebook")
     params = config.notebook_params(profile, name, root)
     out = root / "results" / "notebooks" / f"{name}.ipynb"
+    running = out.with_name(f"{name}.running.ipynb")
+    failed = out.with_name(f"{name}.FAILED.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
     lay.usage.mkdir(parents=True, exist_ok=True)
     calls_log = lay.usage / f"{name}.calls.jsonl"
@@ -51,8 +57,17 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     os.environ["MEMLIFE_RUN"] = name  # the kernel inherits it: its calls log under this run
     t0 = time.perf_counter()
     try:
-        pm.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel,
+        pm.execute_notebook(str(src), str(running), parameters=params, kernel_name=kernel,
                             cwd=str(root), progress_bar=False, log_output=False)
+    except BaseException:
+        # A stale copy from an earlier success would describe outputs this run may have replaced.
+        out.unlink(missing_ok=True)
+        if running.exists():
+            running.replace(failed)
+        raise
+    else:
+        running.replace(out)
+        failed.unlink(missing_ok=True)
     finally:
         if env_before is None:
             os.environ.pop("MEMLIFE_RUN", None)

@@ -11,14 +11,17 @@ it started it.
 """
 from __future__ import annotations
 
+import argparse
 import atexit
 import fcntl
 import hashlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -111,6 +114,84 @@ def _read_state() -> Server | None:
         return None
 
 
+class ServerStartError(RuntimeError):
+    """llama-server died or hung during start-up; the message says how and quotes its log."""
+
+
+_SIGNAL_ADVICE = {
+    signal.SIGILL: (
+        "the binary uses a CPU instruction this machine does not allow (typically a build for "
+        "another CPU, or -march=native on a virtual machine whose CPU advertises AMX or AVX-512 "
+        "that the OS has not enabled). Rebuild it with `make env` (the Makefile's portable "
+        "LLAMA_CPU_ARGS); for an older CPU, override LLAMA_CPU_ARGS as the Makefile describes"),
+    signal.SIGKILL: "killed from outside, most often by the kernel's out-of-memory killer (see dmesg)",
+    signal.SIGSEGV: "the server crashed; check that the model file is intact (`make env` reinstalls it)",
+    signal.SIGBUS: "the server crashed reading a file; check that the model file is intact and the disk not full",
+}
+
+
+def describe_exit(returncode: int) -> str:
+    """An exit status in words: a signal by name and meaning, with what to do about it."""
+    signum = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 160 else None
+    if signum is None:
+        return f"exited with code {returncode}"
+    try:
+        sig = signal.Signals(signum)
+    except ValueError:
+        return f"exited with code {returncode}"
+    how = f"was killed by {sig.name} ({signal.strsignal(sig).lower()})"
+    if returncode > 0:
+        how = f"exited with code {returncode} (128 + {sig.name}: {signal.strsignal(sig).lower()})"
+    advice = _SIGNAL_ADVICE.get(sig)
+    return f"{how}: {advice}" if advice else how
+
+
+def _log_tail(path: Path, start: int, n_lines: int = 15) -> str:
+    """The last lines this start-up wrote to the (appended) log, from byte offset `start`."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "(log unreadable)"
+    tail = [ln for ln in lines if ln.strip()][-n_lines:]
+    return "\n".join("    " + ln for ln in tail) if tail else "    (the server wrote nothing)"
+
+
+def _launch(binary: Path, port: int, *, threads: int | None, n_parallel: int, timeout_s: float,
+            log_path: Path) -> subprocess.Popen:
+    """Start llama-server on the embedded model and wait until /health answers.
+
+    Raises ServerStartError naming the signal or exit code and quoting the log's last lines.
+    """
+    cmd = [
+        str(binary), "-m", str(model_path()), "--alias", MODEL_ALIAS,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--ctx-size", str(CONTEXT_WINDOW), "--parallel", str(n_parallel),
+        "--threads", str(threads or os.cpu_count() or 2),
+        "--no-webui",
+    ]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while not healthy(port):
+        if proc.poll() is not None:
+            raise ServerStartError(
+                f"llama-server ({binary}) {describe_exit(proc.returncode)}.\n"
+                f"  It died during start-up; the last lines of {log_path}:\n{_log_tail(log_path, start)}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise ServerStartError(
+                f"llama-server ({binary}) was not healthy after {timeout_s:.0f} s and was stopped; "
+                f"the last lines of {log_path}:\n{_log_tail(log_path, start)}")
+        time.sleep(0.2)
+    return proc
+
+
 _started_here: Server | None = None
 
 
@@ -122,29 +203,8 @@ def ensure_server(*, threads: int | None = None, n_parallel: int = 1, timeout_s:
         if st and _alive(st.pid) and healthy(st.port):
             return st
         port = _free_port()
-        log_dir = paths.layout("smoke").logs
-        log_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            str(binary_path()), "-m", str(model_path()), "--alias", MODEL_ALIAS,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--ctx-size", str(CONTEXT_WINDOW), "--parallel", str(n_parallel),
-            "--threads", str(threads or os.cpu_count() or 2),
-            "--no-webui",
-        ]
-        log = open(log_dir / "llama-server.log", "ab")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while not healthy(port):
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"llama-server exited with code {proc.returncode} during start-up; "
-                    f"see {log_dir / 'llama-server.log'}"
-                )
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise TimeoutError(f"llama-server not healthy after {timeout_s:.0f} s; see {log_dir}")
-            time.sleep(0.2)
+        proc = _launch(binary_path(), port, threads=threads, n_parallel=n_parallel,
+                       timeout_s=timeout_s, log_path=paths.layout("smoke").logs / "llama-server.log")
         _watch_parent(proc.pid)
         server = Server(base_url=f"http://127.0.0.1:{port}/v1", port=port, pid=proc.pid)
         (_state_dir() / "state.json").write_text(json.dumps(server.__dict__))
@@ -197,3 +257,81 @@ def model_fingerprint() -> str:
     with open(p, "rb") as fh:
         h.update(fh.read(1 << 22))
     return f"{MODEL_ALIAS}@{p.stat().st_size}:{h.hexdigest()[:16]}"
+
+
+@contextmanager
+def private_server(binary: Path | None = None, *, timeout_s: float = 180.0,
+                   log_name: str = "llama-server-check.log"):
+    """A llama-server on the embedded model for this caller alone (not the shared one, no state
+    file), stopped on exit. Yields its root URL (http://127.0.0.1:PORT) and its process."""
+    binary = Path(binary) if binary else binary_path()
+    port = _free_port()
+    proc = _launch(binary, port, threads=None, n_parallel=1, timeout_s=timeout_s,
+                   log_path=paths.layout("smoke").logs / log_name)
+    try:
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def chat_once(root_url: str, content: str, *, max_tokens: int, timeout_s: float = 180.0,
+              **extra) -> dict:
+    """One raw /v1/chat/completions request (no cache, no client): the server's whole reply."""
+    body = {"model": MODEL_ALIAS, "temperature": 0, "seed": 0, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": content}], **extra}
+    req = urllib.request.Request(f"{root_url}/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout_s) as r:
+        return json.loads(r.read())
+
+
+def check(binary: Path | None = None, *, max_tokens: int = 16, timeout_s: float = 180.0) -> dict:
+    """Prove that llama-server starts on this machine and answers: start a private server on the
+    embedded model, ask for one short completion, stop it.
+
+    Returns the reply and llama-server's own timings (prompt and generation tokens/s); raises
+    ServerStartError on a start-up death (naming the signal) or on a failed or empty reply.
+    """
+    binary = Path(binary) if binary else binary_path()
+    log_path = paths.layout("smoke").logs / "llama-server-check.log"
+    with private_server(binary, timeout_s=timeout_s) as (url, proc):
+        try:
+            reply = chat_once(url, "Name one colour.", max_tokens=max_tokens, timeout_s=timeout_s)
+        except OSError as exc:
+            status = describe_exit(proc.returncode) if proc.poll() is not None else "is still running"
+            raise ServerStartError(
+                f"llama-server ({binary}) started but its first completion failed ({exc}); the server "
+                f"{status}. The last lines of {log_path}:\n{_log_tail(log_path, 0)}") from exc
+    text = reply["choices"][0]["message"]["content"]
+    if not text or not text.strip():
+        raise ServerStartError(f"llama-server ({binary}) answered with no text: {reply!r}")
+    timings = reply.get("timings", {})
+    return {"binary": str(binary), "reply": text.strip(),
+            "prompt_tokens_per_s": timings.get("prompt_per_second"),
+            "generated_tokens_per_s": timings.get("predicted_per_second")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memlife.serve")
+    sub = ap.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="start llama-server on the embedded model, one completion, stop")
+    c.add_argument("--binary", type=Path, help="a llama-server other than the installed one")
+    args = ap.parse_args(argv)
+    try:
+        r = check(args.binary)
+    except (ServerStartError, ModuleNotFoundError, FileNotFoundError) as exc:
+        print(f"memlife.serve check FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"llama-server works: {r['binary']}\n  reply {r['reply']!r}; "
+          f"{r['prompt_tokens_per_s'] or 0:.0f} prompt and {r['generated_tokens_per_s'] or 0:.0f} "
+          f"generated tokens/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
