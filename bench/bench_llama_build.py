@@ -18,7 +18,7 @@ from pathlib import Path
 
 from memlife import paths, serve
 
-ROUNDS = 6
+ROUNDS = 8
 PROMPT = ("Here are my notes from the week. " + " ".join(
     f"On day {i} I walked {i + 2} kilometres, read {i * 7} pages and called my sister about the move."
     for i in range(1, 13)) + " Summarise the week in three sentences.")

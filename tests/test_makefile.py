@@ -1,0 +1,63 @@
+"""The Makefile's environment stamps: what `make env` would do, read with `make -n` in a scratch copy."""
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A directory with the Makefile and pyproject.toml and an environment whose deps are stamped."""
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(ROOT / name, tmp_path)
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv-memos").mkdir()
+    past = time.time() - 60
+    os.utime(tmp_path / "pyproject.toml", (past, past))
+    for stamp in (".venv/.memlife-deps", ".venv-memos/.memlife-memos"):
+        (tmp_path / stamp).touch()
+    return tmp_path
+
+
+def _make_env() -> dict:
+    # Not the conda branch of the Makefile, and not the flags of a make that runs these tests.
+    return {k: v for k, v in os.environ.items() if k not in ("CONDA_DEFAULT_ENV", "MAKEFLAGS", "MAKELEVEL")}
+
+
+def dry_run(where: Path, *args: str) -> str:
+    return subprocess.run(["make", "-n", "env", *args], cwd=where, env=_make_env(), capture_output=True,
+                          text=True, check=True).stdout
+
+
+def model_stamp(where: Path, *args: str) -> Path:
+    out = subprocess.run(["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", "-", "print-stamp", *args],
+                         cwd=where, env=_make_env(), input="print-stamp:\n\t@echo $(MODEL_STAMP)\n",
+                         capture_output=True, text=True, check=True).stdout
+    return where / out.strip()
+
+
+def test_an_environment_built_before_the_portable_flags_is_rebuilt(scratch):
+    (scratch / ".venv" / ".memlife-model").touch()  # the stamp of a -march=native build
+    plan = dry_run(scratch)
+    assert "pip wheel" in plan and "--no-cache-dir" in plan and "-DGGML_NATIVE=OFF" in plan
+    assert "--force-reinstall" in plan and "memlife.serve check" in plan
+    assert plan.index("memlife.serve check") < plan.index("touch .venv/.memlife-model-")
+    assert "install -q torch" not in plan  # the Python dependencies are not reinstalled
+
+
+def test_a_current_environment_has_nothing_to_rebuild(scratch):
+    model_stamp(scratch).touch()
+    assert "pip" not in dry_run(scratch)
+
+
+def test_other_build_flags_mean_another_build(scratch):
+    model_stamp(scratch).touch()
+    other = "LLAMA_CPU_ARGS=-DGGML_NATIVE=OFF -DGGML_AVX2=OFF"
+    assert model_stamp(scratch, other) != model_stamp(scratch)
+    plan = dry_run(scratch, other)
+    assert "pip wheel" in plan and "-DGGML_AVX2=OFF" in plan
