@@ -198,3 +198,21 @@ def test_malformed_reply_is_its_own_label_not_a_leak(move):
     assert lab.malformed is True and lab.leakage is None and lab.accuracy is False and lab.op_f1 == 0.0
     inst, probe = move["T000-update-p3"]
     assert metrics.score(parse_response(""), inst, probe).stale is None
+
+
+def test_collect_rescores_journalled_replies_with_the_current_scorer(move, tmp_path):
+    from memlife.memops import evaluate
+
+    inst, probe = move["T000-forget-p1"]
+    # a line journalled by the old scorer: a malformed reply counted as a leak
+    old = {"system": "temp_lora", "setting": "adjacent", "instance_id": inst.instance_id,
+           "probe_id": probe.probe_id, "run_key": "k", "raw": '{"answer": "3307", "operations": [',
+           "malformed": True, "answer": None, "accuracy": False, "op_f1": 0.0, "provenance": False,
+           "leakage": True, "stale": None, "reflect": None}
+    journal = evaluate.Journal(tmp_path / "journal" / "temp_lora__adjacent.jsonl")
+    journal.append(old)
+    assert evaluate.collect(tmp_path)["leakage"].tolist() == [True]  # without instances: as journalled
+    df = evaluate.collect(tmp_path, instances=[inst])
+    assert df["leakage"].isna().all() and df["malformed"].tolist() == [True]
+    assert metrics.summarize(df, ["system"]).iloc[0]["malformed"] == 1.0
+    assert journal.read() == [old]  # the journal itself is never rewritten
