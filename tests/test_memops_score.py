@@ -1,4 +1,5 @@
-"""The deterministic scorer on the issue's defects and the gold response on a whole smoke build.
+"""The deterministic scorer on the issue's defects, the gold response on a whole smoke build,
+and `python -m memlife.memops score`.
 
 Hand-written replies are scored against the smoke build's move-house conversations (moving
 date March 21, later April 4; the flatmate's March 28; April 11 floated as a possibility; the
@@ -7,6 +8,8 @@ storage unit gate code 3307 deleted; the new landlord Ms. Lindqvist kept).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -198,6 +201,81 @@ def test_malformed_reply_is_its_own_label_not_a_leak(move):
     assert lab.malformed is True and lab.leakage is None and lab.accuracy is False and lab.op_f1 == 0.0
     inst, probe = move["T000-update-p3"]
     assert metrics.score(parse_response(""), inst, probe).stale is None
+
+
+# ---------------------------------------------------------------- scoring a file, and the CLI
+
+
+def _write(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "memlife.memops", "score", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_score_file_and_cli_on_good_input(smoke, tmp_path):
+    path, instances = smoke
+    probes = {p.probe_id: (i, p) for i in instances for p in i.probes}
+    rows = [{"id": "gold", "probe_id": "T000-update-p3",
+             "response": metrics.gold_response(*probes["T000-update-p3"]).raw},
+            {"id": 7, "probe_id": "T000-update-p3", "response": _reply("It is still March 21.")},
+            {"id": "bad", "probe_id": "T000-forget-p1", "response": "I think the code was 3307"},
+            {"id": "fenced", "probe_id": "T000-reflect-p3",
+             "response": "```json\n" + metrics.gold_response(*probes["T000-reflect-p3"]).raw + "\n```"}]
+    responses = _write(tmp_path / "responses.jsonl", rows)
+    got = metrics.score_file(path, responses)
+    assert [r["id"] for r in got] == ["gold", 7, "bad", "fenced"]
+    assert got[0] == {"id": "gold", "probe_id": "T000-update-p3", "accuracy": True, "op_f1": 1.0,
+                      "provenance": True, "leakage": None, "stale": False, "reflect": None, "malformed": False}
+    assert got[1]["accuracy"] is False and got[1]["stale"] is True
+    assert got[2] == {"id": "bad", "probe_id": "T000-forget-p1", "accuracy": False, "op_f1": 0.0,
+                      "provenance": False, "leakage": None, "stale": None, "reflect": None, "malformed": True}
+    assert got[3]["reflect"] is True and got[3]["malformed"] is False
+
+    out = tmp_path / "labels.jsonl"
+    run = _cli(path, responses, "--out", out)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert lines == got
+    assert set(lines[0]) == {"id", "probe_id", "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect",
+                             "malformed"}
+    assert '"leakage": null' in out.read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize("rows,expected", [
+    (['{"id": "a", "probe_id": "T000-update-p3", "response": "x"', ], ":1: not valid JSON"),
+    ([{"id": "a", "response": "x"}], ":1: field probe_id: missing"),
+    ([{"id": "a", "probe_id": "T000-update-p3"}], ":1: field response: missing"),
+    ([{"probe_id": "T000-update-p3", "response": "x"}], ":1: field id: missing"),
+    ([{"id": "a", "probe_id": "T000-update-p3", "response": "x"}, "",
+      {"id": "b", "probe_id": "T999-nope-p1", "response": "x"}], ":3: field probe_id: unknown probe 'T999-nope-p1'"),
+    ([{"id": "a", "probe_id": "T000-update-p3", "response": "x"},
+      {"id": "a", "probe_id": "T000-update-p4", "response": "y"}], ":2: field id: duplicate id 'a' (first on line 1)"),
+    ([{"id": "a", "probe_id": "T000-update-p3", "response": {"answer": "x"}}], ":1: field response: must be"),
+    (["[1, 2]"], ":1: expected a JSON object"),
+])
+def test_score_cli_rejects_bad_input_naming_file_line_and_field(smoke, tmp_path, rows, expected):
+    path, _ = smoke
+    responses = _write(tmp_path / "responses.jsonl", rows)
+    out = tmp_path / "labels.jsonl"
+    with pytest.raises(metrics.ResponsesFileError, match=expected.split(":", 2)[-1].strip()[:20]):
+        metrics.score_file(path, responses, out)
+    run = _cli(path, responses, "--out", out)
+    assert run.returncode == 1
+    assert f"{responses}{expected}" in run.stderr, run.stderr
+    assert not out.exists()  # nothing half-written
+
+
+def test_score_cli_rejects_a_bad_instances_file(tmp_path):
+    bad = _write(tmp_path / "instances.jsonl", ['{"instance_id": "x"}'])
+    responses = _write(tmp_path / "responses.jsonl", [{"id": "a", "probe_id": "p1", "response": "x"}])
+    run = _cli(bad, responses, "--out", tmp_path / "labels.jsonl")
+    assert run.returncode == 1 and f"{bad}:1: instance x: field" in run.stderr
+    run = _cli(tmp_path / "missing.jsonl", responses, "--out", tmp_path / "labels.jsonl")
+    assert run.returncode == 1 and "missing.jsonl: no such file" in run.stderr
 
 
 def test_collect_rescores_journalled_replies_with_the_current_scorer(move, tmp_path):

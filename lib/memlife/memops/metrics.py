@@ -680,3 +680,82 @@ def summarize(records, by: list[str]):
     out = num.groupby(by, sort=True)[cols].mean().reset_index()
     out["n"] = num.groupby(by, sort=True).size().values
     return out
+
+
+# ----------------------------------------------------------------------------- scoring a file
+
+
+class ResponsesFileError(ValueError):
+    """Bad input to `score_file`; the message names the file, the line and the field."""
+
+
+RESPONSE_FIELDS = ("id", "probe_id", "response")
+
+
+def _read_responses(path, probes: dict) -> list[tuple[object, str, str]]:
+    rows, seen, errors = [], {}, []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                errors.append(f"{where}: not valid JSON ({exc.msg} at char {exc.pos})")
+                continue
+            if not isinstance(obj, dict):
+                errors.append(f"{where}: expected a JSON object with fields {', '.join(RESPONSE_FIELDS)}")
+                continue
+            missing = [f for f in RESPONSE_FIELDS if f not in obj]
+            if missing:
+                errors += [f"{where}: field {f}: missing" for f in missing]
+                continue
+            rid, pid, text = obj["id"], obj["probe_id"], obj["response"]
+            if isinstance(rid, bool) or not isinstance(rid, (str, int)) or rid == "":
+                errors.append(f"{where}: field id: must be a non-empty string or an integer, got {rid!r}")
+            elif json.dumps(rid) in seen:
+                errors.append(f"{where}: field id: duplicate id {rid!r} (first on line {seen[json.dumps(rid)]})")
+            else:
+                seen[json.dumps(rid)] = lineno
+            if not isinstance(pid, str):
+                errors.append(f"{where}: field probe_id: must be a string, got {pid!r}")
+            elif pid not in probes:
+                errors.append(f"{where}: field probe_id: unknown probe {pid!r} (no such probe in the instances)")
+            if not isinstance(text, str):
+                errors.append(f"{where}: field response: must be the raw reply as a string, got {type(text).__name__}")
+            rows.append((rid, pid, text))
+    if errors:
+        shown = errors[:20] + ([f"... and {len(errors) - 20} more"] if len(errors) > 20 else [])
+        raise ResponsesFileError("\n".join(shown))
+    return rows
+
+
+def score_file(instances_path, responses_path, out_path=None) -> list[dict]:
+    """Score a JSONL file of raw replies, one {"id", "probe_id", "response"} per line.
+
+    Each reply is parsed as the evaluation parses it (`response.parse_response`) and scored
+    against its probe. Returns one dict per input line, in order: id, probe_id and the labels
+    (None where a label does not apply); writes them as JSONL to `out_path` when given, and only
+    when every line is good. Bad input raises InstanceFileError or ResponsesFileError.
+    """
+    from .response import parse_response
+    from .schema import InstanceFileError, load_instances
+
+    probes: dict[str, tuple[Instance, Probe]] = {}
+    for inst in load_instances(instances_path):
+        for probe in inst.probes:
+            if probe.probe_id in probes:
+                raise InstanceFileError(
+                    f"{instances_path}: probe_id {probe.probe_id!r} is in instances "
+                    f"{probes[probe.probe_id][0].instance_id} and {inst.instance_id}: a reply could not be matched")
+            probes[probe.probe_id] = (inst, probe)
+    out = []
+    for rid, pid, text in _read_responses(responses_path, probes):
+        inst, probe = probes[pid]
+        out.append({"id": rid, "probe_id": pid, **score(parse_response(text), inst, probe).as_dict()})
+    if out_path is not None:
+        from pathlib import Path
+
+        Path(out_path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), encoding="utf-8")
+    return out
