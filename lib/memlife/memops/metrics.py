@@ -56,7 +56,6 @@ PREVIOUS = "previous"    # "changed from 94110 to 94114", "94110 is no longer va
 REMOVED = "removed"      # "I deleted the gate code", "4471 was removed"
 TENTATIVE = "tentative"  # "April 11 was only a possibility", "maybe April 11"
 OTHERS = "others"        # "March 28 belongs to your flatmate", "that was your sister's"
-STANCES = (NEGATED, PREVIOUS, REMOVED, TENTATIVE, OTHERS)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -90,20 +89,20 @@ _PARTICIPLES = {
     REMOVED: _words("""removed deleted forgotten erased dropped cancelled canceled discarded wiped purged
         withdrawn"""),
 }
-# After these a participle is passive, so it is about the value before it ("94110 was replaced").
 # "rather than X", "instead of X" reject X; "would rather have quiet rooms" prefers them.
 _REJECTING = frozenset({("rather", "than"), ("instead", "of")})
 # Verbs before a value whose own negation keeps the value current ("did not delete 94114").
 _VERBS_BEFORE = _BEFORE[REMOVED] | _words("replaced replace replacing superseded")
+# After these a participle is passive, so it is about the value before it ("94110 was replaced").
 _AUX = _words("""is was are were be been being am has have had get got gets do does did will would should
     shall can could may might must""")
 # A participle followed by one of these is passive even without an auxiliary ("4471 deleted at
 # your request", "94110 replaced by 94114"); followed by anything else it is active ("94114
 # replaced 94110") and says nothing about the value before it.
+_PASSIVE_NEXT = _words("by with at on in as per upon after for to")
 # "March 28 is your flatmate's", "that was your sister's": only a copula hands a value to an
 # owner further on ("Aunt May's house" is a value of its own, and "may" no copula).
 _COPULAS = _words("is was are were be been being am")
-_PASSIVE_NEXT = _words("by with at on in as per upon after for to")
 _DETERMINERS = _words("the a an your my our its their this that these those")
 _FILLERS = _AUX | _words("actually really just only still also probably clearly definitely simply")
 # Words that end the look-back: what precedes them describes something else ("changed from 94110
@@ -279,13 +278,13 @@ def stances(text: str, value: str, names: str = "") -> list[frozenset[str]]:
     for start in _find(words, vw):
         first, last = word_idx[start], word_idx[start + len(vw) - 1]
         found = _look_back(t, first, names) | _look_ahead(t, last, names)
-        if PREVIOUS in found and NEGATED in found and _said_once(t, first, last):
+        if PREVIOUS in found and NEGATED in found and _framed_as_past(t, first, last):
             found.discard(NEGATED)  # "not 94110 anymore": it was 94110, once
         out.append(frozenset(found))
     return out
 
 
-def _said_once(t: _Text, first: int, last: int) -> bool:
+def _framed_as_past(t: _Text, first: int, last: int) -> bool:
     """The occurrence is framed by "not/no ... anymore/longer": a past value, not a false one."""
     after = t.tokens[last + 1:last + 1 + _AFTER_WINDOW]
     return "anymore" in after or "longer" in after or "longer" in t.tokens[max(0, first - 3):first]
