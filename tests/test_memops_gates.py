@@ -173,16 +173,36 @@ def test_expected_answer_repeating_a_deleted_value_is_rejected():
     obj = good_forget()
     obj["probes"][0]["expected_answer"] = "Your ZIP code is 94110; the door code was 4417#, now deleted."
     got = reasons(obj)
-    assert [f.gate for f in got] == ["probe_structure"]
+    assert [f.gate for f in got] == ["probe_structure", "gold_response", "gold_response"]
     assert "repeats the deleted value '4417'" in got[0].reason
+    # scored, that gold answer asserts the forgotten value and leaks it
+    assert "accuracy: '4417' asserted as current" in got[1].reason
+    assert "leakage: mentions '4417#'" in got[2].reason
 
 
 def test_expected_answer_must_state_its_required_values():
     obj = good_forget()
     obj["probes"][0]["expected_answer"] = "Nothing about the door code; your ZIP code is unchanged."
     got = reasons(obj)
-    assert [f.gate for f in got] == ["probe_structure"]
-    assert "does not state required value '94110'" in got[0].reason
+    assert [f.gate for f in got] == ["gold_response"]
+    assert "T900-forget-p1: gold response is not perfect: accuracy: required value '94110' not stated" in got[0].reason
+
+
+def test_containing_a_required_value_is_not_stating_it():
+    # Plain containment passed this probe; its gold response states 94110 only as withdrawn.
+    obj = good_forget()
+    obj["probes"][0]["expected_answer"] = "Nothing about the door code; your ZIP code 94110 was deleted too."
+    got = reasons(obj)
+    assert [f.gate for f in got] == ["gold_response"]
+    assert "required value '94110' not stated" in got[0].reason
+
+
+def test_gold_provenance_must_carry_evidence():
+    obj = good_forget()
+    obj["probes"][0]["provenance"] = [{"segment": 0, "turn": 4, "quote": "Thanks."}]  # verbatim, but no content
+    got = reasons(obj)
+    assert [f.gate for f in got] == ["gold_response"]
+    assert "provenance" in got[0].reason
 
 
 def test_validate_cli_exit_codes_and_reasons(tmp_path):

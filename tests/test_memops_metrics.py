@@ -29,7 +29,7 @@ def _score(pid, answer, ops=(), prov=()):
     ("Your ZIP code is 94114, not 94110 anymore.", "94114", True),
     ("It is not 94110 anymore", "94110", False),
     ("Your ZIP isn't 94110 anymore; it's 94114.", "94110", False),
-    ("It changed from 94110 to 94114.", "94110", False),
+    ("It changed from 94110 to 94114.", "94110", False),  # stated, but as the previous value
     ("It changed from 94110 to 94114.", "94114", True),
     ("94110 was replaced by 94114", "94114", True),
     ("94110 was replaced by 94114", "94110", False),
@@ -40,6 +40,48 @@ def _score(pid, answer, ops=(), prov=()):
 ])
 def test_asserts_is_negation_aware(text, value, expected):
     assert metrics.asserts(text, value) is expected
+
+
+# Each occurrence gets the stances its clause gives it; "from" marks the value a change started
+# from, which is stated (a trajectory's history needs it), not negated.
+@pytest.mark.parametrize("text,value,stances", [
+    ("Your ZIP code is 94114, not 94110 anymore.", "94110", {"previous"}),
+    ("It changed from 94110 to 94114.", "94110", {"previous"}),
+    ("It changed from 94110 to 94114.", "94114", set()),
+    ("94114 (corrected from 94110).", "94114", set()),
+    ("94114 (corrected from 94110).", "94110", {"previous"}),
+    ("Your ZIP code is not 94110.", "94110", {"negated"}),
+    ("94110 is wrong.", "94110", {"negated"}),
+    ("94110 was replaced by 94114", "94110", {"previous"}),
+    ("94114 replaced 94110", "94114", set()),  # active voice: the participle is about 94110
+    ("I deleted gate code 4471 as asked.", "4471", {"removed"}),
+    ("4471 was deleted at your request.", "4471", {"removed"}),
+    ("I did not delete 4471.", "4471", set()),  # a negated deletion leaves the value current
+    ("4471 was not deleted.", "4471", set()),
+    ("The later mention of 94103 was only a possibility.", "94103", {"tentative"}),
+    ("Maybe 94103.", "94103", {"tentative"}),
+    ("94107 belongs to your sister.", "94107", {"others"}),
+    ("94107 is your sister's ZIP code.", "94107", {"others"}),
+    ("Your sister's ZIP code is 94107.", "94107", {"others"}),
+    ("It's 94114.", "94114", set()),  # the 's of a contraction hands nothing to anyone
+    ("You would rather work in quiet rooms.", "quiet", set()),  # a preference, not "rather than"
+    ("Quiet rooms rather than noisy ones.", "noisy", {"negated"}),
+])
+def test_stances_of_an_occurrence(text, value, stances):
+    assert metrics.stances(text, value) == [frozenset(stances)]
+
+
+def test_a_previous_value_is_stated_only_where_the_history_allows_it():
+    text = "It changed from 94110 to 94114."
+    assert not metrics.states(text, "94110")
+    assert metrics.states(text, "94110", frozenset({metrics.PREVIOUS}))
+    assert not metrics.states("Your ZIP code is not 94110.", "94110", frozenset({metrics.PREVIOUS}))
+
+
+def test_an_apostrophe_s_inside_a_target_name_is_not_an_owner():
+    text = "Your new landlord's name is Ms. Lindqvist."
+    assert metrics.stances(text, "Ms. Lindqvist") == [frozenset({"others"})]  # no names: read as an owner
+    assert metrics.asserts(text, "Ms. Lindqvist", names=" new landlord s name ")
 
 
 # ---------------------------------------------------------------- stale value
@@ -71,19 +113,22 @@ def test_leakage_counts_any_mention_of_forgotten_value():
 
 # ---------------------------------------------------------------- operation F1
 
-def test_operation_f1_matches_by_type_and_alias():
+def test_operation_f1_is_against_the_probes_own_operations():
     ops = [
         {"type": "update", "target": "ZIP code", "old_value": "94110", "new_value": "94114"},  # alias match
-        {"type": "forget", "target": "gate code", "old_value": "4471", "new_value": ""},       # alias match
+        {"type": "forget", "target": "gate code", "old_value": "4471", "new_value": ""},       # not p1's
         {"type": "remember", "target": "home ZIP code", "old_value": "", "new_value": "94114"},  # wrong type
     ]
-    lab = _score("p1", "94114", ops)
-    # 2 matched of 3 predicted and 4 gold: F1 = 2*2/(3+4)
-    assert math.isclose(lab.op_f1, 4 / 7)
+    # p1 is about op2 only: 1 matched of 3 predicted and 1 gold, F1 = 2*1/(3+1)
+    assert math.isclose(_score("p1", "94114", ops).op_f1, 0.5)
+    assert _score("p1", "94114", ops[:1]).op_f1 == 1.0  # naming exactly what matters is perfect
+    assert _score("p1", "94114", ops[:1] + ops[:1]).op_f1 == pytest.approx(2 / 3)  # no double match
     all_ops = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
                for o in INSTANCE.operations]
-    assert _score("p1", "94114", all_ops).op_f1 == 1.0
-    assert _score("p1", "94114", all_ops + all_ops).op_f1 == pytest.approx(2 * 4 / 12)  # duplicates not double-matched
+    # every operation of the conversation is not what p1 asked for: 1 of 4 predicted
+    assert _score("p1", "94114", all_ops).op_f1 == pytest.approx(2 * 1 / 5)
+    # p2 is about op2 and op3: the forget now counts
+    assert _score("p2", "94114", ops[:2]).op_f1 == 1.0
     assert _score("p1", "94114").op_f1 == 0.0
 
 
@@ -110,13 +155,22 @@ def test_reflect_precision():
 
 # ---------------------------------------------------------------- malformed
 
-def test_malformed_scores_as_failure_everywhere():
+def test_malformed_is_its_own_label_not_a_leak_or_a_stale_value():
     bad = parse_response('{"answer": "94114", "operations": [')
     assert bad.malformed and "not JSON" in bad.error
-    lab = metrics.score(bad, INSTANCE, PROBES["p2"])
-    assert lab == metrics.Labels(accuracy=False, op_f1=0.0, provenance=False, leakage=True, stale=True, reflect=None)
+    lab = metrics.score(bad, INSTANCE, PROBES["p2"])  # leakage and stale both apply to p2
+    assert lab == metrics.Labels(accuracy=False, op_f1=0.0, provenance=False, leakage=None, stale=None,
+                                 reflect=None, malformed=True)
+    assert metrics.score(bad, INSTANCE, PROBES["p4"]).reflect is False  # reflect applies: it fails
     off_schema = parse_response('{"answer": "x", "operations": [{"type": "memorize", "target": "t", "old_value": "", "new_value": ""}], "provenance": []}')
     assert off_schema.malformed and off_schema.error.startswith("schema: operations.0.type")
+    assert not _resp("94114").malformed and _score("p2", "94114").malformed is False
+
+
+def test_a_fenced_reply_parses_as_the_reader_parses_it():
+    body = json.dumps({"answer": "94114", "operations": [], "provenance": []})
+    assert not parse_response(f"```json\n{body}\n```").malformed
+    assert parse_response(f"Here you go: {body}").malformed  # anything else around it is not repaired
 
 
 # ---------------------------------------------------------------- judge prompt + parsing + agreement
@@ -161,3 +215,14 @@ def test_summarize_means_over_applicable_probes():
     out = metrics.summarize(recs, ["system"]).iloc[0]
     assert out["accuracy"] == 0.5 and out["op_f1"] == 0.75 and out["leakage"] == 1.0 and out["stale"] == 0.5
     assert math.isnan(out["reflect"]) and out["n"] == 2
+
+
+def test_summarize_rates_leaks_over_well_formed_replies_and_reports_malformed():
+    well = metrics.score(_resp("ZIP 94114; gate code 4471."), INSTANCE, PROBES["p2"])
+    bad = metrics.score(parse_response("{not json"), INSTANCE, PROBES["p2"])
+    recs = [{"system": "s", **well.as_dict()}, {"system": "s", **bad.as_dict()}, {"system": "s", **bad.as_dict()}]
+    out = metrics.summarize(recs, ["system"]).iloc[0]
+    # one leak among the one well-formed reply, not three of three
+    assert out["leakage"] == 1.0 and out["malformed"] == pytest.approx(2 / 3) and out["n"] == 3
+    assert out["accuracy"] == 0.0
+    assert "Malformed" in metrics.summarize(recs, ["system"]).rename(columns=metrics.TABLE3_COLUMNS)

@@ -3,11 +3,16 @@
     python -m memlife.memops build --profile quick --out data/quick/memops
     python -m memlife.memops build --profile paper --offline   # paper scale, no model calls
     python -m memlife.memops validate data/quick/memops/instances.jsonl
+    python -m memlife.memops score data/quick/memops/instances.jsonl replies.jsonl --out labels.jsonl
 
 `build` plans, realizes, gates and embeds the profile's dataset (configs/<profile>.yaml,
 section notebooks.10_memops_build) and writes instances.jsonl, gate_log.json, manifest.json.
 `validate` exits 0 when every instance passes the deterministic gates, else 1, printing each
 failing instance_id with each reason.
+`score` labels raw replies with the deterministic scorer: RESPONSES holds one
+{"id", "probe_id", "response"} per line (the reply's raw text), LABELS gets one line per id
+with accuracy, op_f1, provenance, leakage, stale, reflect, malformed (null where a label does
+not apply). Bad input exits 1 naming the file, line and field.
 """
 from __future__ import annotations
 
@@ -36,7 +41,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="template realizer and no LLM verifier, whatever endpoints the profile names")
     v = sub.add_parser("validate", help="check a JSONL file against the deterministic gates")
     v.add_argument("file", type=Path)
+    sc = sub.add_parser("score", help="label raw replies with the deterministic scorer")
+    sc.add_argument("instances", type=Path, help="instances.jsonl the replies answer")
+    sc.add_argument("responses", type=Path, help='JSONL, one {"id", "probe_id", "response"} per line')
+    sc.add_argument("--out", type=Path, required=True, help="JSONL labels, one line per id")
     args = ap.parse_args(argv)
+
+    if args.cmd == "score":
+        return _score(args)
 
     if args.cmd == "build":
         from memlife import llm
@@ -73,6 +85,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(bad)} instance(s) fail the deterministic gates", file=sys.stderr)
         return 1
     print(f"{args.file}: every instance passes the deterministic gates")
+    return 0
+
+
+def _score(args) -> int:
+    from .metrics import ResponsesFileError, score_file
+    from .schema import InstanceFileError
+
+    for path in (args.instances, args.responses):
+        if not path.is_file():
+            print(f"{path}: no such file", file=sys.stderr)
+            return 1
+    try:
+        rows = score_file(args.instances, args.responses, args.out)
+    except (InstanceFileError, ResponsesFileError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    n = len(rows)
+    acc = sum(r["accuracy"] for r in rows) / n if n else float("nan")
+    bad = sum(r["malformed"] for r in rows)
+    print(f"{args.out}: {n} replies scored; accuracy {acc:.3f}; {bad} malformed")
     return 0
 
 

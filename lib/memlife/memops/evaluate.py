@@ -4,7 +4,7 @@ Layout under `paths.layout(profile).run / "memops"`:
 
   journal/<system>__<setting>.jsonl       one line per answered probe, appended and fsynced
   stores/<run key>/<system>/<hash>/       Mem0 / MemOS / Temp-LoRA stores, one per history
-  records.parquet                         this run's journal lines, scored, sorted
+  records.parquet                         this run's journal lines, rescored by the current scorer, sorted
 
 The run key is a hash of every parameter that changes an answer or a store (reader model,
 seed, top-k, token caps, Temp-LoRA steps, Mem0 mode); each journal line carries it. Resuming: a
@@ -146,22 +146,48 @@ class Journal:
             os.fsync(fh.fileno())
 
 
-def _record(system: str, setting: str, inst: Instance, probe, ans: systems.Answer, reader_model: str) -> dict:
-    parsed = ans.parsed
-    labels = metrics.score(parsed, inst, probe)
+def _scored(parsed, inst: Instance, probe) -> dict:
+    """The record columns that come from the reply: its parsed parts and its labels."""
     r = parsed.response
     return {
-        "system": system, "setting": setting, "instance_id": inst.instance_id, "topic_id": inst.topic_id,
-        "op_type": inst.op_type, "probe_id": probe.probe_id, "probe_type": probe.probe_type,
-        "multi_hop": bool(probe.multi_hop), "malformed": parsed.malformed, "parse_error": parsed.error,
+        "malformed": parsed.malformed, "parse_error": parsed.error,
         "answer": r.answer if r else None,
         "pred_operations": json.dumps([o.model_dump() for o in r.operations]) if r else None,
         "pred_provenance": json.dumps(r.provenance) if r else None,
+        **metrics.score(parsed, inst, probe).as_dict(),
+    }
+
+
+def _record(system: str, setting: str, inst: Instance, probe, ans: systems.Answer, reader_model: str) -> dict:
+    parsed = ans.parsed
+    scored = _scored(parsed, inst, probe)
+    return {
+        "system": system, "setting": setting, "instance_id": inst.instance_id, "topic_id": inst.topic_id,
+        "op_type": inst.op_type, "probe_id": probe.probe_id, "probe_type": probe.probe_type,
+        "multi_hop": bool(probe.multi_hop),
+        **{k: scored.pop(k) for k in ("malformed", "parse_error", "answer", "pred_operations", "pred_provenance")},
         "raw": parsed.raw, "context_tokens": ans.context_tokens, "truncated_tokens": ans.truncated_tokens,
         "retrieved": json.dumps(ans.retrieved), "prompt_tokens": ans.prompt_tokens,
         "completion_tokens": ans.completion_tokens, "request_id": ans.request_id, "reader": reader_model,
-        **labels.as_dict(),
+        **scored,  # the labels
     }
+
+
+def rescore(records: list[dict], instances: list[Instance]) -> list[dict]:
+    """Labels (and parsed columns) recomputed from each record's raw reply by the current scorer.
+
+    A journal line keeps the labels the scorer gave when the probe was answered; the run key
+    does not cover the scorer, so without this a resumed run would report a fixed scorer's
+    old labels (malformed replies counted as leaks) for every answer it did not ask again.
+    """
+    from .response import parse_response
+
+    probes = {(i.instance_id, p.probe_id): (i, p) for i in instances for p in i.probes}
+    out = []
+    for rec in records:
+        found = probes.get((rec["instance_id"], rec["probe_id"]))
+        out.append({**rec, **_scored(parse_response(rec["raw"]), *found)} if found else rec)
+    return out
 
 
 def _judge(rec: dict, inst: Instance, probe, parsed, client) -> dict:
@@ -233,12 +259,14 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
         finally:
             if system is not None:
                 system.close()
-    return collect(out_dir, key=key, selection=selection)
+    return collect(out_dir, key=key, selection=selection, instances=chosen)
 
 
-def collect(out_dir: Path, *, key: str | None = None, selection: set | None = None):
+def collect(out_dir: Path, *, key: str | None = None, selection: set | None = None,
+            instances: list[Instance] | None = None):
     """The journals as one sorted DataFrame, also written to records.parquet: the lines of run
-    key `key` whose (system, setting, instance_id, probe_id) is in `selection` (None: all)."""
+    key `key` whose (system, setting, instance_id, probe_id) is in `selection` (None: all),
+    rescored from their raw replies against `instances` when given (see `rescore`)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
@@ -247,6 +275,8 @@ def collect(out_dir: Path, *, key: str | None = None, selection: set | None = No
         recs.extend(r for r in Journal(path).read()
                     if (key is None or r.get("run_key") == key)
                     and (selection is None or (r["system"], r["setting"], r["instance_id"], r["probe_id"]) in selection))
+    if instances is not None:
+        recs = rescore(recs, instances)
     df = pd.DataFrame(recs)
     if df.empty:
         df = pd.DataFrame(columns=list(RECORD_COLUMNS))

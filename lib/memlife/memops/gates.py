@@ -31,6 +31,7 @@ GATES = (
     "quote_role",
     "quote_verbatim",
     "probe_structure",
+    "gold_response",
     "retained_control",
     "grounding",
     "leaked_label",
@@ -147,10 +148,6 @@ def gate_probe_structure(inst: Instance) -> list[GateFailure]:
         for v in p.answer_key.required + p.answer_key.forbidden:
             if v != normalize_value(v) or not v:
                 fail(f"probe {p.probe_id}: answer key value {v!r} is not normalized")
-        said = f" {normalize_value(p.expected_answer)} "
-        for v in p.answer_key.required:
-            if f" {v} " not in said:
-                fail(f"probe {p.probe_id}: expected answer does not state required value {v!r}")
         both = set(p.answer_key.required) & set(p.answer_key.forbidden)
         if both:
             fail(f"probe {p.probe_id}: {sorted(both)} both required and forbidden")
@@ -172,6 +169,17 @@ def gate_probe_structure(inst: Instance) -> list[GateFailure]:
         if o.type != "reflect" and o.unsupported:
             fail(f"operation {o.op_id}: only reflect operations list unsupported generalizations")
     return out
+
+
+def gate_gold_response(inst: Instance) -> list[GateFailure]:
+    """Each probe's own gold response (expected answer, gold operations, provenance quotes) must
+    score perfect with the deterministic scorer. Plain containment of the required values is not
+    enough: "the later mention of April 11 was only a possibility" contains April 11 without
+    asserting it, and a scorer that misread such an answer would mark correct replies wrong."""
+    from .metrics import gold_failures
+
+    return [GateFailure("gold_response", f"probe {p.probe_id}: gold response is not perfect: {r}")
+            for p in inst.probes for r in gold_failures(inst, p)]
 
 
 def gate_retained_control(inst: Instance) -> list[GateFailure]:
@@ -263,6 +271,7 @@ DETERMINISTIC: tuple[Callable[[Instance], list[GateFailure]], ...] = (
     gate_alternation,
     gate_quotes,
     gate_probe_structure,
+    gate_gold_response,
     gate_retained_control,
     gate_grounding,
     gate_leaked_label,

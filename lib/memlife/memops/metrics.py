@@ -11,17 +11,27 @@ When both run, their agreement (percent and Cohen's kappa) is reported per label
 
 Labels per probe (None = the metric does not apply to this probe):
 
-accuracy      all `answer_key.required` values stated (not negated) and no `forbidden` asserted
-op_f1         F1 of predicted vs gold operations, matched one-to-one by type and target (aliases)
-provenance    at least one predicted quote overlaps a gold provenance quote of the probe
+accuracy      all `answer_key.required` values stated and no `forbidden` value asserted as current
+op_f1         F1 of predicted vs the probe's gold operations (`op_ids`), matched one-to-one by type
+              and target (aliases allowed): the prompt asks for the operations that matter for the
+              question, so a reply naming exactly those scores 1
+provenance    a predicted quote shares with a gold provenance quote of the probe one verbatim
+              passage holding half its content words, and not a passage of the question
 leakage       a forgotten value (forget op's old_value listed as forbidden) appears in the answer
 stale         an update's old value (listed as forbidden) is asserted as current
 reflect       the bounded conclusion is stated and no `unsupported` generalization is asserted
+malformed     the reply did not parse
 
 Leakage counts any mention: forgetting means not reproducing the value, so "I deleted 7ABC123"
-still leaks it. Stale value and every "asserted" check are negation-aware: "94114, not 94110
-anymore" states 94114 and does not assert 94110. A malformed response fails every applicable
-metric (accuracy/provenance/reflect False, op_f1 0, leakage/stale True).
+still leaks it. Everything else reads each occurrence of a value in its clause (`stances`):
+negated ("94114, not 94110 anymore" does not assert 94110), previous ("changed from X to Y"
+states X as the earlier value, which a trajectory's history needs, and does not assert it as
+current), removed, tentative ("April 11 was only a possibility") or someone else's ("March 28
+belongs to your flatmate"). Only a bare occurrence asserts a value as current.
+
+A malformed reply is its own label: accuracy/provenance/reflect False and op_f1 0 where they
+apply, and leakage/stale None, since a reply that says nothing neither leaks nor goes stale.
+Every probe's own gold response (`gold_response`) scores `Labels.perfect`; a build gate checks it.
 """
 from __future__ import annotations
 
@@ -30,38 +40,106 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from .response import MemOpsResponse, ParsedResponse
-from .schema import Instance, Probe, normalize_value
+from .response import MemOpsResponse, ParsedResponse, PredictedOperation
+from .schema import Instance, Probe, key_value, normalize_value
 
 # ----------------------------------------------------------------------------- text matching
+#
+# Every occurrence of a value in an answer is read inside its clause and gets the set of stances
+# its cue words give it. No stance: the answer states the value as the user's current one.
+# Forbidden, stale and unsupported values are "asserted" only by such a bare occurrence; a
+# required value is "stated" by a bare occurrence or by one whose stances the gold trace allows
+# for it (a superseded value that a trajectory lists as history, the target a forget removed).
 
-# Cue words that, shortly before a value in the same clause, mark it as not current.
-_NEG_BEFORE = frozenset(
-    """not no never nor longer formerly previously former old older outdated obsolete stale
-    superseded instead rather replaced replace removed remove deleted delete forgotten forget
-    forgot erased erase dropped drop cancelled canceled discard discarded ignore ignored without
-    except from""".split()
-)
-# Cue words shortly after a value in the same clause ("94110 anymore", "94110 is outdated").
-_NEG_AFTER = frozenset(
-    """anymore longer outdated obsolete stale superseded replaced removed deleted forgotten
-    erased dropped cancelled canceled invalid incorrect wrong previous former old discarded
-    retired expired""".split()
-)
-# Words that end the look-back: what precedes them describes something else
-# ("changed from 94110 to 94114", "replaced by 94114", "no longer X, now Y").
-_RESET_BEFORE = frozenset("to now currently but by with and so then".split())
+NEGATED = "negated"      # "not 94110", "94110 is wrong"
+PREVIOUS = "previous"    # "changed from 94110 to 94114", "94110 is no longer valid"
+REMOVED = "removed"      # "I deleted the gate code", "4471 was removed"
+TENTATIVE = "tentative"  # "April 11 was only a possibility", "maybe April 11"
+OTHERS = "others"        # "March 28 belongs to your flatmate", "that was your sister's"
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Cue words shortly before a value, in the same clause.
+_BEFORE = {
+    NEGATED: _words("not no never nor neither nothing none without except"),
+    PREVIOUS: _words("""formerly previously former old older earlier original originally outdated obsolete
+        stale superseded replaced replace replacing"""),
+    REMOVED: _words("""removed remove removing deleted delete deleting forgotten forget forgetting forgot
+        erased erase erasing dropped drop dropping discard discarded cancelled canceled cancel wiped wipe
+        purged purge withdrawn withdrew"""),
+    TENTATIVE: _words("""maybe perhaps possibly possible potential potentially tentative tentatively
+        considered considering hypothetical hypothetically unconfirmed if whether thinking"""),
+}
+# Cue words shortly after a value, in the same clause ("94110 is outdated", "April 11 was only a
+# possibility"). Participles are separate: "94110 was replaced" makes 94110 the old value, but
+# in "94114 replaced 94110" or "94114, corrected from 94110" the participle is about another one.
+_AFTER = {
+    NEGATED: _words("invalid incorrect wrong false mistaken mistake"),
+    PREVIOUS: _words("anymore outdated obsolete stale expired previous former old retired"),
+    REMOVED: _words("gone"),
+    TENTATIVE: _words("""possibility possible possibly maybe perhaps tentative tentatively option idea
+        considered hypothetical unconfirmed speculative"""),
+    OTHERS: _words("belongs belong belonged belonging owned"),
+}
+_PARTICIPLES = {
+    PREVIOUS: _words("replaced superseded changed updated corrected overwritten revised"),
+    REMOVED: _words("""removed deleted forgotten erased dropped cancelled canceled discarded wiped purged
+        withdrawn"""),
+}
+# "rather than X", "instead of X" reject X; "would rather have quiet rooms" prefers them.
+_REJECTING = frozenset({("rather", "than"), ("instead", "of")})
+# Verbs before a value whose own negation keeps the value current ("did not delete 94114").
+_VERBS_BEFORE = _BEFORE[REMOVED] | _words("replaced replace replacing superseded")
+# After these a participle is passive, so it is about the value before it ("94110 was replaced").
+_AUX = _words("""is was are were be been being am has have had get got gets do does did will would should
+    shall can could may might must""")
+# A participle followed by one of these is passive even without an auxiliary ("4471 deleted at
+# your request", "94110 replaced by 94114"); followed by anything else it is active ("94114
+# replaced 94110") and says nothing about the value before it.
+_PASSIVE_NEXT = _words("by with at on in as per upon after for to")
+# "March 28 is your flatmate's", "that was your sister's": only a copula hands a value to an
+# owner further on ("Aunt May's house" is a value of its own, and "may" no copula).
+_COPULAS = _words("is was are were be been being am")
+_DETERMINERS = _words("the a an your my our its their this that these those")
+_FILLERS = _AUX | _words("actually really just only still also probably clearly definitely simply")
+# Words that end the look-back: what precedes them describes something else ("changed from 94110
+# to 94114", "replaced by 94114", "no longer X, now Y").
+_RESET_BEFORE = _words("to now currently but by with and so then while whereas yet though although because")
+# Words that end the look-ahead: what follows them is another clause or a comparison.
+_STOP_AFTER = _words("and but while whereas yet though although because so then than")
+# After a comma or dash, a relative or demonstrative clause still describes the value before it
+# ("not March 28, that was your flatmate's"; "94110, which is no longer valid").
+_ANAPHORS = _words("which that who")
+_BREAKS = frozenset({",", "--", "\u2014", "\u2013"})
+# "it's", "that's", "what's": the 's of a contraction, not of an owner; "the user's" and "today's"
+# do not hand the value to another person either.
+_NOT_OWNERS = _words("""it that what there here he she who where how when why let this which user today
+    tomorrow yesterday week month year night morning evening""")
 _BEFORE_WINDOW = 5
-_AFTER_WINDOW = 4
+_AFTER_WINDOW = 5
 _TOKEN = re.compile(r"[0-9a-z]+|[,.;:!?()\[\]\n]|--|\u2014|\u2013")
 
 
-def _tokens(text: str) -> list[str]:
+@dataclass(frozen=True)
+class _Text:
+    tokens: list[str]
+    possessive: frozenset[int]  # indices of "s" tokens that were an apostrophe-s
+
+
+def _tokens(text: str) -> _Text:
     import unicodedata
 
     folded = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
     folded = re.sub(r"n't\b", " not", folded)  # isn't -> is not, can't -> ca not
-    return _TOKEN.findall(folded)
+    tokens, poss = [], set()
+    for m in _TOKEN.finditer(folded):
+        if m.group() == "s" and m.start() > 0 and folded[m.start() - 1] == "'":
+            poss.add(len(tokens))
+        tokens.append(m.group())
+    return _Text(tokens, frozenset(poss))
 
 
 def _is_word(tok: str) -> bool:
@@ -85,55 +163,180 @@ def mentions(text: str, value: str) -> bool:
     return bool(vw) and bool(_find(normalize_value(text).split(), vw))
 
 
-def _negated(tokens: list[str], first: int, last: int) -> bool:
-    """Is the occurrence spanning tokens[first..last] under a negation cue in its clause?"""
-    seen = 0
-    i = first - 1
+def _owner_at(t: _Text, i: int, names: str) -> bool:
+    """tokens[i] is the 's of a person other than the user ("flatmate's"), not a contraction
+    ("it's") and not part of a target's own name ("new landlord's name", "Lena's favourite flower")."""
+    if i not in t.possessive or i == 0 or not _is_word(t.tokens[i - 1]):
+        return False
+    owner = t.tokens[i - 1]
+    return owner not in _NOT_OWNERS and f" {owner} s " not in names
+
+
+def _look_back(t: _Text, first: int, names: str) -> set[str]:
+    toks, found = t.tokens, set()
+    i, seen, removal_at = first - 1, 0, None
+    # "from" introduces the value a change started from only when it governs the value itself.
+    j = i
+    while j >= 0 and toks[j] in _DETERMINERS:
+        j -= 1
+    if j >= 0 and toks[j] == "from":
+        found.add(PREVIOUS)
     while i >= 0 and seen < _BEFORE_WINDOW:
-        t = tokens[i]
-        if not _is_word(t) or t in _RESET_BEFORE:
+        tok = toks[i]
+        if tok == "(":  # "your flatmate's (March 28)": the parenthesis names what precedes it
+            i -= 1
+            continue
+        if not _is_word(tok) or tok in _RESET_BEFORE:
             break
-        if t in _NEG_BEFORE:
-            return True
-        seen += 1
+        if _owner_at(t, i, names):
+            found.add(OTHERS)
+        elif tok == "longer" and i > 0 and toks[i - 1] == "no":  # "no longer 94110": it was, once
+            found.add(PREVIOUS)
+            i -= 2
+            seen += 2
+            continue
+        elif i > 0 and (toks[i - 1], tok) in _REJECTING:
+            found.add(NEGATED)
+        else:
+            for stance, cues in _BEFORE.items():
+                if tok in cues:
+                    if stance == NEGATED and removal_at is not None:
+                        # "did not delete the 94114" / "never replaced 94114": the negation is
+                        # the verb's, and the value stays current.
+                        found.discard(removal_at)
+                        removal_at = None
+                        break
+                    found.add(stance)
+                    if tok in _VERBS_BEFORE:
+                        removal_at = stance
+        seen += i not in t.possessive
         i -= 1
-    seen = 0
-    i = last + 1
-    while i < len(tokens) and seen < _AFTER_WINDOW:
-        t = tokens[i]
-        if not _is_word(t):
+    return found
+
+
+def _look_ahead(t: _Text, last: int, names: str) -> set[str]:
+    toks, found = t.tokens, set()
+    i, seen = last + 1, 0
+    only_fillers, copula, negation = True, False, False
+    while i < len(toks) and seen < _AFTER_WINDOW:
+        tok = toks[i]
+        if tok == ")":
+            i += 1
+            continue
+        if tok in _BREAKS and seen == 0 and i + 1 < len(toks) and toks[i + 1] in _ANAPHORS:
+            i += 2  # the relative clause describes the value: read on inside it
+            seen += 1
+            continue
+        if not _is_word(tok) or tok in _STOP_AFTER:
             break
-        if t in _NEG_AFTER:
-            return True
-        seen += 1
+        nxt = toks[i + 1] if i + 1 < len(toks) else "."
+        prev = toks[i - 1]
+        if tok in ("not", "never", "no") and only_fillers:
+            if tok == "no" and nxt == "longer":  # "94110 is no longer valid"
+                found.add(PREVIOUS)
+                i += 2
+                seen += 2
+                continue
+            negation = True
+        elif _owner_at(t, i, names) and (copula or only_fillers):
+            found.add(OTHERS)  # "March 28 is your flatmate's", "that was your sister's"
+        else:
+            for stance, cues in _AFTER.items():
+                if tok in cues:
+                    found.add(stance)
+            for stance, cues in _PARTICIPLES.items():
+                if tok in cues and nxt != "from" and (
+                        prev in _AUX or prev == "not" or nxt in _PASSIVE_NEXT or not _is_word(nxt)):
+                    if negation:  # "4471 was not deleted": it is still there
+                        negation = False
+                    else:
+                        found.add(stance)
+        if tok in _COPULAS:
+            copula = True
+        if tok not in _FILLERS and tok not in _DETERMINERS and tok not in ("not", "never", "no"):
+            only_fillers = False
+        seen += i not in t.possessive  # "Mia's friend Noor's": the 's belongs to its word
         i += 1
-    return False
+    if negation:
+        found.add(NEGATED)
+    return found
 
 
-def asserts(text: str, value: str) -> bool:
-    """The text states the value as current: some occurrence is not under a negation cue."""
+def stances(text: str, value: str, names: str = "") -> list[frozenset[str]]:
+    """The stances of each occurrence of the value in the text, in order (empty set: current).
+
+    `names` is `target_names(instance)`: the apostrophe-s inside a target's own name ("new
+    landlord's name") is not read as another person's ownership.
+    """
     vw = _value_words(value)
     if not vw:
-        return False
-    tokens = _tokens(text)
-    word_idx = [i for i, t in enumerate(tokens) if _is_word(t)]
-    words = [tokens[i] for i in word_idx]
+        return []
+    t = _tokens(text)
+    word_idx = [i for i, tok in enumerate(t.tokens) if _is_word(tok)]
+    words = [t.tokens[i] for i in word_idx]
+    out = []
     for start in _find(words, vw):
-        if not _negated(tokens, word_idx[start], word_idx[start + len(vw) - 1]):
-            return True
-    return False
+        first, last = word_idx[start], word_idx[start + len(vw) - 1]
+        found = _look_back(t, first, names) | _look_ahead(t, last, names)
+        if PREVIOUS in found and NEGATED in found and _framed_as_past(t, first, last):
+            found.discard(NEGATED)  # "not 94110 anymore": it was 94110, once
+        out.append(frozenset(found))
+    return out
 
 
-def quotes_overlap(predicted: str, gold: str, *, min_cover: float = 0.5) -> bool:
-    """A predicted quote supports a gold quote when one contains the other (normalized) or it
-    covers at least `min_cover` of the gold quote's distinct words."""
-    p, g = normalize_value(predicted), normalize_value(gold)
-    if not p or not g:
+def _framed_as_past(t: _Text, first: int, last: int) -> bool:
+    """The occurrence is framed by "not/no ... anymore/longer": a past value, not a false one."""
+    after = t.tokens[last + 1:last + 1 + _AFTER_WINDOW]
+    return "anymore" in after or "longer" in after or "longer" in t.tokens[max(0, first - 3):first]
+
+
+def asserts(text: str, value: str, names: str = "") -> bool:
+    """The text states the value as the user's current one: some occurrence has no stance."""
+    return any(not s for s in stances(text, value, names))
+
+
+def states(text: str, value: str, allowed: frozenset[str] = frozenset(),
+           names: str = "") -> bool:
+    """The text states the value: some occurrence is current or only in an `allowed` stance."""
+    return any(s <= allowed for s in stances(text, value, names))
+
+
+# Words that carry no evidence: a quote made of them matches any user message.
+_STOPWORDS = _words("""a an the and or but if so of to in on at for from by with about as into over
+    after before than then that this these those it its is are was were be been being am do does did
+    have has had will would should can could may might must shall i me my mine we us our you your
+    yours he him his she her they them their what which who whom when where why how there here not
+    no yes all any some just also very too now please thanks thank ok okay oh hi hey well s t d ll m re ve""")
+
+
+def quotes_overlap(predicted: str, gold: str, *, question: str = "", min_cover: float = 0.5) -> bool:
+    """A predicted quote supports a gold quote when they share one passage, word for word, that
+    holds at least `min_cover` of the gold quote's content words and that the question does not
+    contain.
+
+    Content words, so that "What is my ZIP code now?" does not match "my ZIP code is 94114"
+    through "my", "is" and "code"; one passage, so that words in another order do not either; not
+    the question's, because the question is not part of the conversation: quoting "... which is
+    my current reservation time? 8:30 pm ..." back shows nothing about where the user said it.
+    """
+    p, g = normalize_value(predicted).split(), normalize_value(gold).split()
+    content = {w for w in g if w not in _STOPWORDS}
+    if not p or not content:
         return False
-    if p in g or g in p:
-        return len(p.split()) >= min(3, len(g.split()))  # a lone "the" is no quote
-    gw, pw = set(g.split()), set(p.split())
-    return len(gw & pw) / len(gw) >= min_cover
+    asked = f" {normalize_value(question)} "
+    need = max(1.0, min_cover * len(content))
+    prev = [0] * (len(g) + 1)
+    for x in p:
+        cur = [0] * (len(g) + 1)
+        for j, y in enumerate(g, 1):
+            if x == y:
+                cur[j] = prev[j - 1] + 1
+                run = g[j - cur[j]:j]  # the longest shared passage ending here
+                if (len({w for w in run if w not in _STOPWORDS}) >= need
+                        and f" {' '.join(run)} " not in asked):
+                    return True
+        prev = cur
+    return False
 
 
 def target_matches(predicted: str, gold_names: list[str]) -> bool:
@@ -159,15 +362,37 @@ class Labels:
     leakage: bool | None
     stale: bool | None
     reflect: bool | None
+    # Last and defaulted: labels rebuilt from the six judged columns (notebook 12) still construct.
+    malformed: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def perfect(self) -> bool:
+        """What the gold response must get: every applicable label at its best value."""
+        return (not self.malformed and self.accuracy is True and self.op_f1 == 1.0 and self.provenance is True
+                and self.leakage is not True and self.stale is not True and self.reflect is not False)
 
-def operation_f1(response: MemOpsResponse, instance: Instance) -> float:
-    gold = list(instance.operations)
+    def imperfect(self) -> list[str]:
+        """The labels that fall short of `perfect`, by name."""
+        bad = {"malformed": self.malformed, "accuracy": self.accuracy is not True, "op_f1": self.op_f1 != 1.0,
+               "provenance": self.provenance is not True, "leakage": self.leakage is True,
+               "stale": self.stale is True, "reflect": self.reflect is False}
+        return [k for k, v in bad.items() if v]
+
+
+def gold_operations(instance: Instance, probe: Probe) -> list:
+    """The operations this probe is about (`op_ids`): what its prompt asks a system to name,
+    so what Operation F1 compares with."""
+    wanted = set(probe.op_ids)
+    return [o for o in instance.operations if o.op_id in wanted]
+
+
+def operation_f1(response: MemOpsResponse, instance: Instance, probe: Probe) -> float:
+    gold = gold_operations(instance, probe)
     pred = list(response.operations)
-    if not pred:
+    if not pred or not gold:
         return 0.0
     used: set[int] = set()
     matched = 0
@@ -180,6 +405,30 @@ def operation_f1(response: MemOpsResponse, instance: Instance) -> float:
                 matched += 1
                 break
     return 2 * matched / (len(pred) + len(gold))
+
+
+def target_names(instance: Instance) -> str:
+    """Every target name and alias of the instance, normalized and space-padded, for `stances`."""
+    bg = instance.background
+    names = [n for o in instance.operations for n in (o.target, *o.target_aliases)]
+    for f in (*bg.attributes, *bg.superseding, *bg.temporary, *bg.retained_controls, bg.reflection):
+        names += [f.target, *f.aliases]
+    names += [n.target for n in bg.neighbours]
+    return "".join(f" {normalize_value(n)} " for n in names)
+
+
+def required_stances(instance: Instance, probe: Probe, value: str) -> frozenset[str]:
+    """Stances besides "current" in which the answer may state a required value, from the gold
+    trace: an update's old value is history that a trajectory asks for ("changed from May 14 to
+    May 15" states May 14), and the target a forget removed is named as removed ("I deleted the
+    gate code" names the gate code). Any other required value must be stated as current."""
+    allowed = set()
+    for o in gold_operations(instance, probe):
+        if o.type == "update" and o.old_value and key_value(o.old_value) == value:
+            allowed.add(PREVIOUS)
+        if o.type == "forget" and value in {key_value(n) for n in (o.target, *o.target_aliases)}:
+            allowed.add(REMOVED)
+    return frozenset(allowed)
 
 
 def _forgotten_values(instance: Instance) -> list[str]:
@@ -206,47 +455,77 @@ def stale_applies(instance: Instance, probe: Probe) -> list[str]:
 
 def reflect_applies(instance: Instance, probe: Probe) -> list[str]:
     """Unsupported generalizations of the reflect operations this probe is about."""
-    ops = {o.op_id: o for o in instance.operations}
-    out: list[str] = []
-    for oid in probe.op_ids:
-        op = ops.get(oid)
-        if op is not None and op.type == "reflect":
-            out.extend(op.unsupported)
-    return out
+    return [u for o in gold_operations(instance, probe) if o.type == "reflect" for u in o.unsupported]
 
 
 def score(parsed: ParsedResponse, instance: Instance, probe: Probe) -> Labels:
     """The deterministic labels of one response to one probe."""
     leak_vals = leakage_applies(instance, probe)
     stale_vals = stale_applies(instance, probe)
-    reflect_ops = [o for o in instance.operations if o.op_id in probe.op_ids and o.type == "reflect"]
+    is_reflect = any(o.type == "reflect" for o in gold_operations(instance, probe))
     if parsed.malformed:
-        return Labels(
-            accuracy=False,
-            op_f1=0.0,
-            provenance=False,
-            leakage=True if leak_vals else None,
-            stale=True if stale_vals else None,
-            reflect=False if reflect_ops else None,
-        )
+        # Nothing was said, so nothing leaked and no stale value was given: those two do not
+        # apply; every label that needs a correct answer fails.
+        return Labels(accuracy=False, op_f1=0.0, provenance=False, leakage=None, stale=None,
+                      reflect=False if is_reflect else None, malformed=True)
     r = parsed.response
     answer = r.answer
-    required_ok = all(asserts(answer, v) for v in probe.answer_key.required)
-    forbidden_hit = any(asserts(answer, v) for v in probe.answer_key.forbidden)
+    names = target_names(instance)
+    required_ok = all(states(answer, v, required_stances(instance, probe, v), names)
+                      for v in probe.answer_key.required)
+    forbidden_hit = any(asserts(answer, v, names) for v in probe.answer_key.forbidden)
     gold_quotes = [s.quote for s in probe.provenance]
-    prov = any(quotes_overlap(p, g) for p in r.provenance for g in gold_quotes)
+    prov = any(quotes_overlap(p, g, question=probe.question) for p in r.provenance for g in gold_quotes)
     reflect = None
-    if reflect_ops:
-        unsupported = [u for o in reflect_ops for u in o.unsupported]
-        reflect = required_ok and not any(asserts(answer, u) for u in unsupported)
+    if is_reflect:
+        reflect = required_ok and not any(asserts(answer, u, names) for u in reflect_applies(instance, probe))
     return Labels(
         accuracy=required_ok and not forbidden_hit,
-        op_f1=operation_f1(r, instance),
+        op_f1=operation_f1(r, instance, probe),
         provenance=prov,
         leakage=any(mentions(answer, v) for v in leak_vals) if leak_vals else None,
-        stale=any(asserts(answer, v) for v in stale_vals) if stale_vals else None,
+        stale=any(asserts(answer, v, names) for v in stale_vals) if stale_vals else None,
         reflect=reflect,
     )
+
+
+def gold_response(instance: Instance, probe: Probe) -> ParsedResponse:
+    """The reply made of the probe's expected answer, its gold operations and its provenance
+    quotes: the scorer must give it `Labels.perfect` (DESIGN.md "The gold response scores perfect")."""
+    r = MemOpsResponse(
+        answer=probe.expected_answer,
+        operations=[PredictedOperation(type=o.type, target=o.target, old_value=o.old_value or "",
+                                       new_value=o.new_value or "") for o in gold_operations(instance, probe)],
+        provenance=[s.quote for s in probe.provenance],
+    )
+    return ParsedResponse(raw=r.model_dump_json(), response=r)
+
+
+def gold_failures(instance: Instance, probe: Probe) -> list[str]:
+    """Why the probe's own gold response is not perfect, one reason per failing label (empty:
+    it is perfect). A non-empty list means the scorer misreads the gold answer or the answer
+    key contradicts the expected answer; either way the probe cannot be scored."""
+    labels = score(gold_response(instance, probe), instance, probe)
+    answer, names = probe.expected_answer, target_names(instance)
+    out = []
+    for label in labels.imperfect():
+        if label in ("accuracy", "reflect"):
+            missing = [v for v in probe.answer_key.required
+                       if not states(answer, v, required_stances(instance, probe, v), names)]
+            wrong = probe.answer_key.forbidden if label == "accuracy" else reflect_applies(instance, probe)
+            hit = [v for v in wrong if asserts(answer, v, names)]
+            detail = "; ".join([f"required value {v!r} not stated" for v in missing]
+                               + [f"{v!r} asserted as current" for v in hit])
+        elif label == "op_f1":
+            detail = f"{labels.op_f1:.3f}"
+        elif label == "leakage":
+            detail = "mentions " + ", ".join(repr(v) for v in leakage_applies(instance, probe) if mentions(answer, v))
+        elif label == "stale":
+            detail = "asserts " + ", ".join(repr(v) for v in stale_applies(instance, probe) if asserts(answer, v, names))
+        else:
+            detail = "no gold quote supports itself (all stopwords, or a passage of the question)"
+        out.append(f"{label}: {detail}")
+    return out
 
 
 # ----------------------------------------------------------------------------- the LLM judge
@@ -377,18 +656,105 @@ TABLE3_COLUMNS = {
     "leakage": "Leakage",
     "stale": "Stale Value",
     "reflect": "Reflect Precision",
+    # Not a column of the paper's Table 3 (its rows read NaN): the share of replies that did not
+    # parse, without which a row of malformed replies would read as a row of wrong answers.
+    "malformed": "Malformed",
 }
 
 
 def summarize(records, by: list[str]):
-    """Mean of every label over the probes where it applies, grouped by `by` columns."""
+    """Mean of every label over the probes where it applies, grouped by `by` columns.
+
+    None (not applicable, or leakage/stale of a malformed reply) is left out of a mean, so the
+    leakage and stale rates are over the well-formed replies they apply to, and "malformed" is
+    the share of all replies. Records without a "malformed" column get none in the summary.
+    """
     import pandas as pd
 
     df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
-    cols = list(TABLE3_COLUMNS)
+    cols = [c for c in TABLE3_COLUMNS if c != "malformed" or c in df.columns]
     num = df[by + cols].copy()
     for c in cols:
         num[c] = pd.to_numeric(num[c].astype("object").where(num[c].notna()), errors="coerce")
     out = num.groupby(by, sort=True)[cols].mean().reset_index()
     out["n"] = num.groupby(by, sort=True).size().values
+    return out
+
+
+# ----------------------------------------------------------------------------- scoring a file
+
+
+class ResponsesFileError(ValueError):
+    """Bad input to `score_file`; the message names the file, the line and the field."""
+
+
+RESPONSE_FIELDS = ("id", "probe_id", "response")
+
+
+def _read_responses(path, probes: dict) -> list[tuple[object, str, str]]:
+    rows, seen, errors = [], {}, []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                errors.append(f"{where}: not valid JSON ({exc.msg} at char {exc.pos})")
+                continue
+            if not isinstance(obj, dict):
+                errors.append(f"{where}: expected a JSON object with fields {', '.join(RESPONSE_FIELDS)}")
+                continue
+            missing = [f for f in RESPONSE_FIELDS if f not in obj]
+            if missing:
+                errors += [f"{where}: field {f}: missing" for f in missing]
+                continue
+            rid, pid, text = obj["id"], obj["probe_id"], obj["response"]
+            if isinstance(rid, bool) or not isinstance(rid, (str, int)) or rid == "":
+                errors.append(f"{where}: field id: must be a non-empty string or an integer, got {rid!r}")
+            elif json.dumps(rid) in seen:
+                errors.append(f"{where}: field id: duplicate id {rid!r} (first on line {seen[json.dumps(rid)]})")
+            else:
+                seen[json.dumps(rid)] = lineno
+            if not isinstance(pid, str):
+                errors.append(f"{where}: field probe_id: must be a string, got {pid!r}")
+            elif pid not in probes:
+                errors.append(f"{where}: field probe_id: unknown probe {pid!r} (no such probe in the instances)")
+            if not isinstance(text, str):
+                errors.append(f"{where}: field response: must be the raw reply as a string, got {type(text).__name__}")
+            rows.append((rid, pid, text))
+    if errors:
+        shown = errors[:20] + ([f"... and {len(errors) - 20} more"] if len(errors) > 20 else [])
+        raise ResponsesFileError("\n".join(shown))
+    return rows
+
+
+def score_file(instances_path, responses_path, out_path=None) -> list[dict]:
+    """Score a JSONL file of raw replies, one {"id", "probe_id", "response"} per line.
+
+    Each reply is parsed as the evaluation parses it (`response.parse_response`) and scored
+    against its probe. Returns one dict per input line, in order: id, probe_id and the labels
+    (None where a label does not apply); writes them as JSONL to `out_path` when given, and only
+    when every line is good. Bad input raises InstanceFileError or ResponsesFileError.
+    """
+    from .response import parse_response
+    from .schema import InstanceFileError, load_instances
+
+    probes: dict[str, tuple[Instance, Probe]] = {}
+    for inst in load_instances(instances_path):
+        for probe in inst.probes:
+            if probe.probe_id in probes:
+                raise InstanceFileError(
+                    f"{instances_path}: probe_id {probe.probe_id!r} is in instances "
+                    f"{probes[probe.probe_id][0].instance_id} and {inst.instance_id}: a reply could not be matched")
+            probes[probe.probe_id] = (inst, probe)
+    out = []
+    for rid, pid, text in _read_responses(responses_path, probes):
+        inst, probe = probes[pid]
+        out.append({"id": rid, "probe_id": pid, **score(parse_response(text), inst, probe).as_dict()})
+    if out_path is not None:
+        from pathlib import Path
+
+        Path(out_path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), encoding="utf-8")
     return out

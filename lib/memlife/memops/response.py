@@ -4,12 +4,13 @@ One JSON object: the answer, the memory operations the system believes happened 
 target, old and new value) and the user quotes that support the answer. The pydantic model is
 sent as the structured-output schema (`client.complete_json`), so an endpoint that honours
 json_schema constrains decoding to it. A reply that still does not parse is kept as a
-`malformed` record with its raw text and the parse error, and the scorer counts it as a failure
-on every applicable metric; it is never dropped.
+`malformed` record with its raw text and the parse error; it is never dropped, and the scorer
+gives it its own label (DESIGN.md "The gold response scores perfect").
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -63,8 +64,14 @@ class ParsedResponse:
         return self.response is None
 
 
+# The one wrapper `llm.parse_json` also accepts, so that a reply parses the same whether it came
+# through an endpoint (the Reader), from Temp-LoRA's own generation, or from a file scored later.
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.S)
+
+
 def parse_response(raw: str) -> ParsedResponse:
-    """Strictly parse a raw reply: exactly one JSON object matching MemOpsResponse.
+    """Strictly parse a raw reply: exactly one JSON object matching MemOpsResponse (a single
+    ```json fence around it is tolerated, as `llm.parse_json` does).
 
     No repair, no salvage of a partial object: a weak model's truncated or off-schema reply is
     a real failure of that system and must be scored as one.
@@ -72,6 +79,9 @@ def parse_response(raw: str) -> ParsedResponse:
     text = (raw or "").strip()
     if not text:
         return ParsedResponse(raw=raw or "", response=None, error="empty reply")
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
