@@ -40,21 +40,18 @@ def test_restore_context_has_all_gold_within_cap_chronological(dataset, qi, poli
     ev = evict.evict(us, evict.POLICIES[policy_i], 120, seed, question_id=q.question_id,
                      importance={u.text: 1.0 for u in us})
     ranking = retrieve.rank(us, ev.retained, q.question)
-    ids = arms.restore_ids(us, ranking, cap)
+    gold = [u.unit_id for u in us if u.is_gold]
+    ids = retrieve.inject(us, gold, ranking, cap)
     by_id = {u.unit_id: u for u in us}
-    assert {u.unit_id for u in us if u.is_gold} <= set(ids)  # evicted gold included
+    gold_tokens = sum(by_id[i].tokens for i in gold)
+    assert set(gold) <= set(ids)  # evicted gold included
     assert len(ids) == len(set(ids))
-    assert sum(by_id[i].tokens for i in ids if not by_id[i].is_gold) <= cap
+    if gold_tokens <= cap:
+        assert sum(by_id[i].tokens for i in ids) <= cap  # gold counts against the cap
+    else:
+        assert set(ids) == set(gold)  # gold alone is over the cap: gold only, all of it
     assert [by_id[i].order for i in ids] == sorted(by_id[i].order for i in ids)
     assert all(by_id[i].is_gold or i in set(ev.retained) for i in ids)  # fillers were retained
-
-
-def test_restore_fills_greedily_in_rank_order():
-    U = lambda i, t, g=False: units.Unit(f"s:{i}", "s", i, "d", "user", f"t{i}", t, i, g)  # noqa: E731
-    us = [U(0, 5, True), U(1, 10), U(2, 4), U(3, 3), U(4, 8)]
-    # ranking: s:4 (8 fits in 10), s:1 (10 no longer fits, skipped), s:0 (gold dup, skipped), s:3 (fits? 2 left: no), s:2
-    assert arms.restore_ids(us, ["s:4", "s:1", "s:0", "s:3", "s:2"], 10) == ["s:0", "s:4"]
-    assert arms.restore_ids(us, ["s:4", "s:1", "s:0", "s:3", "s:2"], 11) == ["s:0", "s:3", "s:4"]
 
 
 def test_build_reads_covers_every_arm_and_dedups(dataset):
@@ -75,7 +72,13 @@ def test_build_reads_covers_every_arm_and_dedups(dataset):
         assert len(restore) == 2 and restore[0].prompt == restore[1].prompt  # shared by regimes
         fg = next(r for r in cell if r.arm == "policy" and r.regime == "forced_gold")
         assert gold & set(ev.retained) <= set(fg.unit_ids)
-        assert all(len(r.unit_ids) <= 10 or r.arm == "restore" for r in cell)
+        topk = next(r for r in cell if r.arm == "policy" and r.regime == "topk")
+        assert len(topk.unit_ids) <= 10
+        by_id = {u.unit_id: u for u in us}
+        for r in (fg, restore[0]):  # one cap, gold included, for both injected contexts
+            assert sum(by_id[i].tokens for i in r.unit_ids) <= 200
+        # nothing evicted: forced-gold reads exactly the restore context
+        assert (fg.prompt == restore[0].prompt) == (ev.n_gold_evicted == 0)
     plan = arms.plan_reads(reads)
     assert plan.naive_calls == len(reads)
     # no-evict is budget-independent: its reads are identical across the three budgets

@@ -33,26 +33,63 @@ def test_rank_ties_break_towards_the_newer_unit():
     assert retrieve.rank(dup, ["s:0", "s:1", "s:2"], "jazz") == ["s:1", "s:0", "s:2"]
 
 
-def test_forced_gold_puts_every_surviving_gold_unit_in():
+def V(i, tokens, gold=False):
+    """A unit of `tokens` tokens at chronological position i."""
+    return Unit(f"s:{i}", "s", i, "d", "user", f"t{i}", tokens, i, gold)
+
+
+def test_select_topk_and_forced_gold():
     ranking = ["s:5", "s:4", "s:3", "s:2", "s:1", "s:0"]
-    assert retrieve.select(ranking, "topk", 2) == ["s:5", "s:4"]
-    fg = retrieve.select(ranking, "forced_gold", 2, retained_gold=["s:0"])
-    assert fg == ["s:0", "s:5"]
-    # more surviving gold than k: all gold, nothing else
-    assert sorted(retrieve.select(ranking, "forced_gold", 1, ["s:0", "s:1"])) == ["s:0", "s:1"]
+    assert retrieve.select(HIST, ranking, "topk", k=2, cap=0) == ["s:5", "s:4"]
+    # forced-gold: the surviving gold, then ranked units in what remains of the cap (5 tokens each)
+    assert retrieve.select(HIST, ranking, "forced_gold", k=2, cap=15, retained_gold=["s:0"]) == ["s:0", "s:4", "s:5"]
+    assert retrieve.select(HIST, ranking, "forced_gold", k=2, cap=15, retained_gold=[]) == ["s:3", "s:4", "s:5"]
     with pytest.raises(ValueError, match="unknown regime"):
-        retrieve.select(ranking, "dense", 2)
+        retrieve.select(HIST, ranking, "dense", k=2, cap=15)
 
 
-@settings(max_examples=50, deadline=None)
-@given(st.permutations(list(range(12))), st.integers(1, 12), st.sets(st.integers(0, 11), max_size=5))
-def test_forced_gold_contains_topk_prefix_and_gold(perm, k, gold):
-    ranking = [f"s:{i}" for i in perm]
-    g = [f"s:{i}" for i in sorted(gold)]
-    fg = retrieve.select(ranking, "forced_gold", k, g)
-    assert set(g) <= set(fg) and len(fg) == len(set(fg)) == max(k, len(g))
-    fillers = [u for u in fg if u not in set(g)]
-    assert fillers == [u for u in ranking if u not in set(g)][: len(fillers)]
+def test_inject_counts_forced_units_against_the_cap_and_skips_what_does_not_fit():
+    us = [V(0, 5, True), V(1, 10), V(2, 4), V(3, 3), V(4, 8)]
+    ranking = ["s:4", "s:1", "s:0", "s:3", "s:2"]
+    # cap 15 - gold 5 = 10: s:4 (8) fits, s:1 (10) does not and is skipped, s:0 is a duplicate,
+    # s:3 (3) and s:2 (4) no longer fit in the 2 left.
+    assert retrieve.inject(us, ["s:0"], ranking, 15) == ["s:0", "s:4"]
+    assert retrieve.inject(us, ["s:0"], ranking, 16) == ["s:0", "s:3", "s:4"]
+    # duplicated forced ids count once
+    assert retrieve.inject(us, ["s:0", "s:0"], ranking, 16) == ["s:0", "s:3", "s:4"]
+    # the forced units alone exceed the cap: all of them, and nothing else
+    assert retrieve.inject(us, ["s:4", "s:1"], ranking, 12) == ["s:1", "s:4"]
+    assert retrieve.inject(us, ["s:0"], ranking, 5) == ["s:0"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=12), st.randoms(use_true_random=False),
+       st.integers(0, 120), st.data())
+def test_inject_properties(sizes, rnd, cap, data):
+    us = [V(i, t) for i, t in enumerate(sizes)]
+    ids = [u.unit_id for u in us]
+    ranking = data.draw(st.permutations(ids))
+    forced = data.draw(st.lists(st.sampled_from(ids), max_size=4))
+    got = retrieve.inject(us, forced, ranking, cap)
+    tok = {u.unit_id: u.tokens for u in us}
+    forced_tokens = sum(tok[i] for i in set(forced))
+    assert set(forced) <= set(got) and len(got) == len(set(got))
+    assert got == sorted(got, key=lambda i: int(i.split(":")[1]))  # chronological
+    total = sum(tok[i] for i in got)
+    if forced_tokens > cap:
+        assert set(got) == set(forced)
+    else:
+        assert total <= cap
+    # greedy in rank order: every ranked unit left out would not have fitted when its turn came
+    room = cap - forced_tokens
+    for i in ranking:
+        if i in set(forced):
+            continue
+        if tok[i] <= room:
+            assert i in got
+            room -= tok[i]
+        else:
+            assert i not in got
 
 
 def test_render_is_chronological_without_session_ids():

@@ -8,10 +8,14 @@ retained units, so IDF is computed over what survived eviction. Units are ranked
 against the question, ties broken by recency (newer first) — units with no query term all
 score 0 and are therefore ranked newest first.
 
-Regimes:
+Regimes (the paper's Appendix A):
 - ``topk`` — the k best-ranked retained units.
-- ``forced_gold`` — every retained gold unit, then the best-ranked other retained units until
-  the context holds k units (or all surviving gold, if that is more than k).
+- ``forced_gold`` — :func:`inject` of the surviving gold: the gold that eviction kept, then
+  ranked retained units within what remains of the injection cap.
+
+The restore arm (:mod:`memlife.restore.arms`) is :func:`inject` of the *full* gold with the same
+ranking and cap, so when eviction kept every gold unit, forced-gold and restore build the very
+same context and forced-gold recoverable errors are zero by construction.
 
 Contexts are rendered oldest first, one line per unit, ``[date] role: text``; session ids
 are never shown.
@@ -57,20 +61,47 @@ def rank(units: Sequence[Unit], retained: Iterable[str], question: str,
     return [units[idx[j]].unit_id for j in order]
 
 
-def select(ranking: Sequence[str], regime: str, k: int, retained_gold: Iterable[str] = ()) -> list[str]:
-    """The unit ids a regime puts in the context (unordered; render sorts them)."""
+def inject(units: Sequence[Unit], forced: Iterable[str], ranking: Sequence[str], cap: int) -> list[str]:
+    """The paper's injection: ``forced`` ids first (duplicates skipped), then the ids of
+    ``ranking`` in rank order, each added if its tokens fit in what remains of ``cap`` — the
+    forced units count against the cap, and a unit that does not fit is skipped, not a stop.
+    Returns ids in chronological order.
+
+    Tokens are the units' own text tokens (:attr:`Unit.tokens`, the measure the store budget
+    uses), not the rendered ``[date] role:`` lines.
+
+    When the forced units alone exceed ``cap``, all of them are kept and nothing else is added:
+    the restore counterfactual is defined by reinstating the *whole* gold set, and dropping a
+    gold unit to honour the cap would turn a destroyed-evidence question into one the restore
+    cannot answer. Such a context is longer than the cap by exactly the forced units' excess.
+    """
+    by_id = {u.unit_id: u for u in units}
+    chosen: list[str] = []
+    have: set[str] = set()
+    for uid in forced:
+        if uid not in have:
+            chosen.append(uid)
+            have.add(uid)
+    room = cap - sum(by_id[uid].tokens for uid in chosen)
+    for uid in ranking:
+        if uid in have:
+            continue  # a forced unit that was also retained and ranked is not counted twice
+        t = by_id[uid].tokens
+        if t <= room:
+            chosen.append(uid)
+            have.add(uid)
+            room -= t
+    return [u.unit_id for u in chronological(by_id, chosen)]
+
+
+def select(units: Sequence[Unit], ranking: Sequence[str], regime: str, *, k: int, cap: int,
+           retained_gold: Iterable[str] = ()) -> list[str]:
+    """The unit ids a regime puts in the context: the top ``k`` of the ranking (``topk``), or
+    :func:`inject` of the retained gold within ``cap`` tokens (``forced_gold``)."""
     if regime == "topk":
         return list(ranking[:k])
     if regime == "forced_gold":
-        chosen = [u for u in ranking if u in set(retained_gold)]
-        have = set(chosen)
-        for u in ranking:
-            if len(chosen) >= k:
-                break
-            if u not in have:
-                chosen.append(u)
-                have.add(u)
-        return chosen
+        return inject(units, retained_gold, ranking, cap)
     raise ValueError(f"unknown regime {regime!r}; expected one of {REGIMES}")
 
 

@@ -1,13 +1,13 @@
 """The three reader arms of the restore counterfactual, judging, and the per-question records.
 
-Per question and cell (policy × budget × seed, then regime):
+Per question and cell (policy × budget × seed, then regime), with the cell's BM25 ranking of
+the retained units and one injection cap (``restore_cap``, the paper's 2,000 tokens):
 
-- **policy** — the reader on the regime's context over what the policy retained
-  (:func:`memlife.retrieve.select`).
-- **restore** — the full gold set reinstated (evicted gold included), then the retained
-  units in ranking order, duplicates of gold skipped, each added if it fits in what remains of
-  the ``restore_cap`` tokens of non-gold snippets; rendered chronologically. The ranking is the
-  cell's BM25 ranking, the same for both regimes, so the two regimes share the restore context.
+- **policy** — the reader on the regime's context over what the policy retained: top-k, or
+  forced-gold = :func:`memlife.retrieve.inject` of the surviving gold within the cap.
+- **restore** — :func:`memlife.retrieve.inject` of the full gold set (evicted gold included)
+  with the same ranking and cap; one context per cell, shared by both regimes. When no gold was
+  evicted it is the forced-gold context itself, so the reader answers both the same way.
 - **clean_gold** — gold units only, once per question and reader.
 
 Every read is built first; identical prompts (same question, same context) are read once, in
@@ -50,23 +50,6 @@ def scaled_budgets(history_tokens: int) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # Contexts
 # ---------------------------------------------------------------------------------------------
-def restore_ids(units: Sequence[Unit], ranking: Sequence[str], cap: int) -> list[str]:
-    """Full gold set plus ranked retained non-gold units within ``cap`` tokens, oldest first."""
-    by_id = {u.unit_id: u for u in units}
-    chosen = [u.unit_id for u in units if u.is_gold]
-    have = set(chosen)
-    room = cap
-    for uid in ranking:
-        if uid in have:
-            continue  # a duplicate id (a retained gold unit) is skipped, not counted
-        t = by_id[uid].tokens
-        if t <= room:
-            chosen.append(uid)
-            have.add(uid)
-            room -= t
-    return [u.unit_id for u in retrieve.chronological(by_id, chosen)]
-
-
 def clean_gold_ids(units: Sequence[Unit]) -> list[str]:
     return [u.unit_id for u in units if u.is_gold]
 
@@ -106,7 +89,11 @@ def _read(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str], arm:
 
 def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction], *, k: int,
                 restore_cap: int, regimes: Sequence[str] = retrieve.REGIMES) -> list[Read]:
-    """Every read of one question: clean gold once, then policy and restore per cell × regime."""
+    """Every read of one question: clean gold once, then policy and restore per cell × regime.
+
+    ``restore_cap`` is the injection cap of both the forced-gold regime and the restore arm
+    (gold included); ``k`` only sizes the top-k regime.
+    """
     by_id = {u.unit_id: u for u in units}
     gold = [u.unit_id for u in units if u.is_gold]
     toks = retrieve.tokenize([u.text for u in units])
@@ -117,10 +104,11 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
         ranking = retrieve.rank(units, ev.retained, q.question, toks)
         kept = set(ev.retained)
         surviving_gold = [g for g in gold if g in kept]
-        restore = restore_ids(units, ranking, restore_cap)
+        restore = retrieve.inject(units, gold, ranking, restore_cap)
         for regime in regimes:
-            out.append(_read(q, by_id, retrieve.select(ranking, regime, k, surviving_gold), "policy",
-                             ev, regime, len(gold)))
+            ids = retrieve.select(units, ranking, regime, k=k, cap=restore_cap,
+                                  retained_gold=surviving_gold)
+            out.append(_read(q, by_id, ids, "policy", ev, regime, len(gold)))
             out.append(_read(q, by_id, restore, "restore", ev, regime, len(gold)))
     return out
 
