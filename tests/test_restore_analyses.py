@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from memlife import evict
 from memlife.restore import analyses as a
 from memlife.restore import decompose as d
 from memlife.restore.simulate import simulate_records
@@ -92,7 +93,7 @@ def test_matched_accuracy_by_hand():
     #   fifo:        q1 irreversible, q2 irreversible, q3 q4 right    -> accuracy 0.5, rate 2/4
     #   random:      identical outcomes to fifo                       -> accuracy 0.5, rate 2/4
     #   redundancy:  q1 q2 q3 residual, q4 right                       -> accuracy 0.25, rate 0
-    #   destructive: q1..q4 irreversible                               -> accuracy 0, rate 1
+    #   control:     q1..q4 irreversible                               -> accuracy 0, rate 1
     rows = clean("q1", "q2", "q3", "q4")
     b = 8000
     for p in ("fifo", "random"):
@@ -104,7 +105,7 @@ def test_matched_accuracy_by_hand():
         rows += observed(q, "redundancy", b, "topk", False, False, evicted=0)
     rows += observed("q4", "redundancy", b, "topk", True)
     for q in ("q1", "q2", "q3", "q4"):
-        rows += observed(q, "destructive", b, "topk", False, True, evicted=2)
+        rows += observed(q, evict.CONTROL, b, "topk", False, True, evicted=2)
     boot = a.cell_bootstrap(obs_of(rows), n_boot=1000, seed=0)
     r3 = a.matched_accuracy(boot, tolerance=0.1)
     matched = r3[r3["comparison"] == "matched_pair"]
@@ -116,7 +117,7 @@ def test_matched_accuracy_by_hand():
     assert control.index.tolist() == ["fifo", "random", "redundancy"]
     assert control.loc["fifo", "difference"] == pytest.approx(0.5)
     assert control.loc["redundancy", "difference"] == pytest.approx(1.0)
-    # Destructive minus redundancy is 1 on every question: no resample can reach 0.
+    # Control minus redundancy is 1 on every question: no resample can reach 0.
     assert control.loc["redundancy", "dissociates"]
     # A wider tolerance admits the redundancy pairs too.
     wide = a.matched_accuracy(boot, tolerance=0.25)
@@ -130,7 +131,7 @@ def test_matched_accuracy_uses_only_shared_questions():
     rows += observed("q3", "fifo", 8000, "topk", False, True, evicted=1)  # random never saw q3
     rows += observed("q1", "random", 8000, "topk", True)
     rows += observed("q2", "random", 8000, "topk", False, True, evicted=1)
-    r3 = a.matched_accuracy(a.cell_bootstrap(obs_of(rows), 500, 0), tolerance=1.0)
+    r3 = a.matched_accuracy(a.cell_bootstrap(obs_of(rows), 500, 0), tolerance=1.0, control=None)
     row = r3.iloc[0]
     assert row.n_shared_questions == 2
     assert (row.irreversible_rate_a, row.irreversible_rate_b) == (0.5, 0.5)
@@ -212,3 +213,72 @@ def test_pick_prefers_an_llm_judge_to_the_deterministic_scorer():
     assert a.pick(obs, "judge") == "zz-llm-judge"
     only = d.observations(simulate_records(5, judges=("deterministic",)))
     assert a.pick(only, "judge") == "deterministic"
+
+
+def test_matched_accuracy_refuses_records_without_the_control():
+    """Records without the control would give "0 of 0 control contrasts"; they are an error."""
+    rows = clean("q1", "q2")
+    for p in ("fifo", "random"):
+        rows += observed("q1", p, 8000, "topk", False, True, evicted=1)
+        rows += observed("q2", p, 8000, "topk", True)
+    boot = a.cell_bootstrap(obs_of(rows), 100, 0)
+    with pytest.raises(ValueError, match=r"control policy 'control' is missing.*r/j@8000"):
+        a.matched_accuracy(boot, tolerance=1.0)
+    # under another name (the old "destructive") it is missing just the same
+    renamed = clean("q1") + observed("q1", "fifo", 8000, "topk", True) + \
+        observed("q1", "destructive", 8000, "topk", False, True, evicted=1)
+    with pytest.raises(ValueError, match="missing"):
+        a.matched_accuracy(a.cell_bootstrap(obs_of(renamed), 100, 0), tolerance=1.0)
+    assert (a.matched_accuracy(boot, tolerance=1.0, control=None)["comparison"] == "matched_pair").all()
+
+
+def _residual_rows(weak_residuals: int, strong_residuals: int):
+    """No-evict @ 100, forced-gold: reader 'a-reader' and 'b-reader' with the given residuals."""
+    rows = []
+    for reader, n in (("a-reader", weak_residuals), ("b-reader", strong_residuals)):
+        for i in range(4):
+            q = f"q{i}"
+            rows.append(_base(q, "clean_gold", True, reader=reader))
+            rows += [dict(r, reader=reader) for r in
+                     observed(q, evict.NO_EVICT, 100, "forced_gold", False, i >= n)]
+    return rows
+
+
+@pytest.mark.parametrize("primary_residuals, second_residuals", [(3, 1), (1, 3), (2, 2)])
+def test_r4_names_each_reader_and_reads_the_direction_off_the_data(primary_residuals, second_residuals):
+    # The primary reader is "b-reader": alphabetically second, so sorting cannot stand in for it.
+    obs = obs_of(_residual_rows(second_residuals, primary_residuals))
+    res = a.reader_residuals(obs)
+    cmp = a.compare_reader_residuals(res, "b-reader")
+    assert (cmp.primary, cmp.primary_residual) == ("b-reader", primary_residuals)
+    assert (cmp.second, cmp.second_residual) == ("a-reader", second_residuals)
+    expected_more = (None if primary_residuals == second_residuals else
+                     "b-reader" if primary_residuals > second_residuals else "a-reader")
+    assert cmp.more == expected_more
+    table = a.paper_vs_ours_robustness(pd.DataFrame(columns=["comparison", "dissociates", "difference"]),
+                                       res, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
+                                       reader="b-reader").set_index("quantity")
+    assert table.loc["R4 residual, primary reader", "ours"] == primary_residuals
+    assert table.loc["R4 residual, primary reader", "our_cell"].startswith("b-reader:")
+    second = table.loc["R4 residual, second reader (paper: the stronger)"]
+    assert second.ours == second_residuals
+    assert ("equal residuals" if expected_more is None else f"{expected_more} has more") in second.our_cell
+    with pytest.raises(ValueError, match="name the primary reader"):
+        a.compare_reader_residuals(res)
+
+
+def test_audit_agreement_is_the_headline_judge_against_the_scorer():
+    # Three judges; alphabetical order would put "aa-judge" vs "bb-judge" first.
+    ag = pd.DataFrame([
+        dict(judge_a="aa-judge", judge_b="bb-judge", reader="r", percent_agreement=0.5, cohen_kappa=0.0),
+        dict(judge_a="aa-judge", judge_b="deterministic", reader="r", percent_agreement=0.6, cohen_kappa=0.1),
+        dict(judge_a="bb-judge", judge_b="deterministic", reader="r", percent_agreement=0.9, cohen_kappa=0.8),
+    ])
+    assert a.audit_agreement(ag, "bb-judge").percent_agreement == 0.9
+    assert a.audit_agreement(ag, "aa-judge").percent_agreement == 0.6
+    with pytest.raises(ValueError, match="ambiguous"):
+        a.audit_agreement(ag, "deterministic")
+    with pytest.raises(ValueError, match="name the headline judge"):
+        a.audit_agreement(ag)
+    assert a.audit_agreement(ag.iloc[2:], "deterministic").judge_a == "bb-judge"
+    assert a.audit_agreement(ag.iloc[:0], "bb-judge") is None

@@ -40,10 +40,15 @@ import numpy as np
 
 from memlife.units import Unit
 
-POLICIES = ("fifo", "random", "redundancy", "importance", "no_evict", "control")
-BASELINE_POLICIES = ("fifo", "random", "redundancy", "importance")
+# The policy vocabulary, defined here once: records carry these names (``Eviction.policy``) and
+# the restore analyses, figures and synthetic records import them rather than spell them again,
+# so the destructive control cannot go missing from an analysis under a second name.
+NO_EVICT = "no_evict"
+CONTROL = "control"  # the paper's "deliberately destructive control"
+BASELINE_POLICIES = ("fifo", "random", "redundancy", "importance")  # the evicting policies
+POLICIES = (*BASELINE_POLICIES, NO_EVICT, CONTROL)  # paper order
 # Policies whose outcome does not depend on the seed (the paper runs them at seed 0 only).
-DETERMINISTIC_POLICIES = ("fifo", "redundancy", "importance", "no_evict")
+DETERMINISTIC_POLICIES = ("fifo", "redundancy", "importance", NO_EVICT)
 CONTROL_MULTIPLIER = 3.0
 
 

@@ -10,8 +10,10 @@ recomputed from the records.
 - R3 `matched_accuracy`: policy pairs within a budget whose accuracies match within a tolerance;
   paired clustered-bootstrap interval of the difference in irreversible rate; and the
   destructive control against each policy, which shows whether the test has power.
-- R4 `residual_by_type`, `reader_residuals`: residual errors by question type and by reader.
-- `judge_agreement`: percent agreement and Cohen's kappa between every pair of judges.
+- R4 `residual_by_type`, `reader_residuals`, `compare_reader_residuals`: residual errors by
+  question type and by reader, each reader named (which has more is read off the data).
+- `judge_agreement`, `audit_agreement`: percent agreement and Cohen's kappa between every pair of
+  judges, and the audit pair picked by what its judges are (headline judge vs the scorer).
 - `surviving_gold_ablation`, `placement_placebo`: the restore-tightness ablation.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import paper_reference, stats
+from ..evict import CONTROL, NO_EVICT
 from .decompose import CELL, COUNT_COLUMNS, EVICTING_POLICIES, decompose, sort_cells
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
@@ -135,7 +138,7 @@ def regime_gap(boot: CellBootstrap, policies=EVICTING_POLICIES, alpha: float = 0
 
 
 def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk",
-                     policies=EVICTING_POLICIES, control: str = "destructive",
+                     policies=EVICTING_POLICIES, control: str | None = CONTROL,
                      level: float = 0.95) -> pd.DataFrame:
     """R3: per reader, judge and budget — every policy pair whose cell accuracies differ by at most
     `tolerance` ("matched_pair"), and the control against every policy ("control").
@@ -143,9 +146,22 @@ def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk"
     The statistic is the difference in irreversible rate (irreversible errors per oracle-answerable
     observation) over the questions both cells observed, with a paired question-clustered interval.
     A pair dissociates when its interval excludes 0.
+
+    The control is the positive control that shows the test has power, so a requested control
+    that the records lack in any reader × judge × budget is an error, not "0 of 0 contrasts";
+    pass ``control=None`` to compare the policies alone.
     """
     c = boot.cells
     c = c[c["regime"] == regime]
+    if control is not None:
+        missing = [f"{r}/{j}@{b}" for (r, j, b), g in c.groupby(["reader", "judge", "budget"], sort=True)
+                   if control not in set(g["policy"])]
+        if missing:
+            raise ValueError(
+                f"R3: the control policy {control!r} is missing from the {regime} cells of "
+                f"{len(missing)} reader/judge@budget group(s), e.g. {missing[0]}; policies present: "
+                f"{sorted(set(c['policy']))}. Evict with memlife.evict.POLICIES (which include "
+                f"{CONTROL!r}), or pass control=None to skip the positive control.")
     nobs = boot.sums[:, :, _S["n_observations"]]
     rows = []
     for (reader, judge, budget), g in c.groupby(["reader", "judge", "budget"], sort=True):
@@ -154,7 +170,7 @@ def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk"
         present = [p for p in policies if p in at]
         comparisons = [("matched_pair", a, b) for a, b in combinations(present, 2)
                        if abs(acc[a] - acc[b]) <= tolerance + 1e-12]
-        if control in at:
+        if control is not None:
             comparisons += [("control", control, p) for p in present]
         for kind, a, b in comparisons:
             shared = (nobs[:, at[a]] > 0) & (nobs[:, at[b]] > 0)
@@ -190,7 +206,7 @@ def residual_by_type(obs: pd.DataFrame) -> pd.DataFrame:
     return sort_cells(g, extra=["question_type"]).reset_index(drop=True)
 
 
-def reader_residuals(obs: pd.DataFrame, policy: str = "no_evict", budget: int | None = None,
+def reader_residuals(obs: pd.DataFrame, policy: str = NO_EVICT, budget: int | None = None,
                      regime: str = "forced_gold") -> pd.DataFrame:
     """Residual count of one cell for every reader and judge (the paper's 59 -> 28 comparison is
     no-evict at the largest budget under forced-gold). `budget` None = the largest present."""
@@ -206,6 +222,64 @@ def reader_residuals(obs: pd.DataFrame, policy: str = "no_evict", budget: int | 
     g.insert(3, "budget", budget)
     g.insert(4, "regime", regime)
     return g
+
+
+@dataclass(frozen=True)
+class ReaderResiduals:
+    """One residual cell (see :func:`reader_residuals`) read by two readers, named. `more` is the
+    reader with more residual errors, or None when the counts are equal: which reader turns out
+    weaker is a finding of the data, never assumed."""
+
+    primary: str
+    primary_residual: int
+    second: str | None
+    second_residual: int | None
+    more: str | None
+    cell: str
+
+    def describe(self) -> str:
+        if self.second is None:
+            return f"{self.primary}: {self.primary_residual} residual; needs a second reader"
+        verdict = ("equal residuals" if self.more is None else
+                   f"{self.more} has more residuals")
+        return (f"{self.primary}: {self.primary_residual}, {self.second}: {self.second_residual} "
+                f"residual ({self.cell}); {verdict}")
+
+
+def compare_reader_residuals(residuals: pd.DataFrame, primary: str | None = None,
+                             second: str | None = None) -> ReaderResiduals | None:
+    """R4 by reader: the residual count of `primary` (the headline reader) beside `second`'s.
+
+    `residuals` is :func:`reader_residuals` for one judge. `primary` may be omitted only when the
+    table holds one reader; `second` when it holds at most one other. None for an empty table.
+    """
+    if residuals.empty:
+        return None
+    if residuals["judge"].nunique() > 1:
+        raise ValueError(f"reader residuals of several judges {sorted(residuals['judge'].unique())}: "
+                         "select one judge first")
+    readers = list(residuals["reader"])
+    if primary is None:
+        if len(readers) > 1:
+            raise ValueError(f"several readers {sorted(readers)}: name the primary reader (reader=)")
+        primary = readers[0]
+    if primary not in readers:
+        raise ValueError(f"reader {primary!r} not in the residuals; present: {sorted(readers)}")
+    others = [r for r in readers if r != primary]
+    if second is None and len(others) > 1:
+        raise ValueError(f"several second readers {sorted(others)}: name one (second=)")
+    second = second if second is not None else (others[0] if others else None)
+    if second is not None and second not in others:
+        raise ValueError(f"second reader {second!r} not in the residuals; present: {sorted(others)}")
+    by = residuals.set_index("reader")
+    first = by.loc[primary]
+    cell = f"{first['policy']}@{int(first['budget'])} {first['regime']}"
+    n1 = int(first["residual"])
+    if second is None:
+        return ReaderResiduals(primary, n1, None, None, None, cell)
+    n2 = int(by.loc[second, "residual"])
+    more = None if n1 == n2 else (primary if n1 > n2 else second)
+    return ReaderResiduals(primary, n1, second, n2, more, cell)
 
 
 def judge_agreement(records: pd.DataFrame) -> pd.DataFrame:
@@ -293,6 +367,32 @@ def pick(records_or_obs: pd.DataFrame, column: str, wanted: str = "") -> str:
     return sorted(top)[0]
 
 
+def audit_agreement(agreement: pd.DataFrame, judge: str | None = None) -> pd.Series | None:
+    """The judge-audit row of :func:`judge_agreement` (one reader's rows), chosen by what the two
+    judges are: `judge` (the headline judge) against the deterministic scorer, which every record
+    set carries; when `judge` is the scorer itself, against its only partner. Without `judge`,
+    the only row. None when there is no row; an error when the choice is ambiguous."""
+    if agreement.empty:
+        return None
+    if agreement["reader"].nunique() > 1:
+        raise ValueError(f"agreement rows of several readers {sorted(agreement['reader'].unique())}: "
+                         "select one reader first")
+    if judge is None:
+        if len(agreement) == 1:
+            return agreement.iloc[0]
+        raise ValueError(f"{len(agreement)} judge pairs: name the headline judge (judge=)")
+    with_judge = agreement[(agreement["judge_a"] == judge) | (agreement["judge_b"] == judge)]
+    if judge != DETERMINISTIC_JUDGE:
+        vs_scorer = with_judge[(with_judge["judge_a"] == DETERMINISTIC_JUDGE)
+                               | (with_judge["judge_b"] == DETERMINISTIC_JUDGE)]
+        if len(vs_scorer) == 1:
+            return vs_scorer.iloc[0]
+    if len(with_judge) == 1:
+        return with_judge.iloc[0]
+    raise ValueError(f"judge {judge!r} is in {len(with_judge)} agreement pairs and none is with the "
+                     f"{DETERMINISTIC_JUDGE!r} scorer: the audit pair is ambiguous")
+
+
 # ---- tables that put the paper's figures beside ours --------------------------------------------
 
 def _paper_budget_map(budgets) -> dict:
@@ -360,9 +460,15 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
 
 
 def paper_vs_ours_robustness(r3: pd.DataFrame, residuals: pd.DataFrame, agreement: pd.DataFrame,
-                             surviving: pd.DataFrame, placebo: pd.DataFrame) -> pd.DataFrame:
+                             surviving: pd.DataFrame, placebo: pd.DataFrame, *,
+                             reader: str | None = None, judge: str | None = None) -> pd.DataFrame:
     """R3, R4, the judge audit and the tightness ablation: the paper's figures beside ours (NaN
-    where our records do not carry what the figure needs, e.g. a second reader or judge)."""
+    where our records do not carry what the figure needs, e.g. a second reader or judge).
+
+    R4 names its readers: `reader` (the headline reader) stands beside the paper's primary
+    reader, the other reader beside the paper's second (stronger) one, and the row says which
+    of ours has more residuals (:func:`compare_reader_residuals`). The audit row is `judge`
+    against the deterministic scorer (:func:`audit_agreement`)."""
     m = r3[r3["comparison"] == "matched_pair"]
     ctl = r3[r3["comparison"] == "control"]
     rows = [
@@ -373,14 +479,15 @@ def paper_vs_ours_robustness(r3: pd.DataFrame, residuals: pd.DataFrame, agreemen
         _row("R3 control contrasts detected", "r3_control_detected", int(ctl["dissociates"].sum()),
              our_cell=f"of {len(ctl)} control contrasts"),
     ]
-    res = residuals.sort_values("residual", ascending=False)
-    for i, key in enumerate(("r4_residual_primary_reader", "r4_residual_stronger_reader")):
-        ours = int(res["residual"].iloc[i]) if len(res) > i else np.nan
-        cell = (f"{res['reader'].iloc[i]}: {res['policy'].iloc[i]}@{res['budget'].iloc[i]} "
-                f"{res['regime'].iloc[i]}") if len(res) > i else "needs a second reader"
-        rows.append(_row(f"R4 residual, {'weaker' if i == 0 else 'stronger'} reader", key, ours,
-                         our_cell=cell, policy="no_evict"))
-    a = agreement.iloc[0] if len(agreement) else None
+    cmp = compare_reader_residuals(residuals, reader)
+    rows.append(_row("R4 residual, primary reader", "r4_residual_primary_reader",
+                     cmp.primary_residual if cmp else np.nan,
+                     our_cell=f"{cmp.primary}: {cmp.cell}" if cmp else "no residual cell",
+                     policy=NO_EVICT))
+    rows.append(_row("R4 residual, second reader (paper: the stronger)", "r4_residual_stronger_reader",
+                     cmp.second_residual if cmp and cmp.second is not None else np.nan,
+                     our_cell=cmp.describe() if cmp else "needs a second reader", policy=NO_EVICT))
+    a = audit_agreement(agreement, judge)
     for q, key, col in (("judge agreement", "judge_percent_agreement", "percent_agreement"),
                         ("judge Cohen's kappa", "judge_cohen_kappa", "cohen_kappa")):
         rows.append(_row(q, key, float(a[col]) if a is not None else np.nan,

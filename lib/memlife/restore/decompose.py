@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from memlife.evict import BASELINE_POLICIES, POLICIES
+
 CONTRACT_COLUMNS = (
     "question_id", "question_type", "policy", "budget", "regime", "seed", "reader", "judge",
     "arm", "correct", "n_gold", "n_gold_evicted", "context_tokens", "hypothesis", "judge_raw",
@@ -33,9 +35,10 @@ CORE_ARMS = ("policy", "restore", "clean_gold")
 # ("restore_surviving") or with non-gold snippets placed where the gold used to sit ("placebo").
 ABLATION_ARMS = ("restore_surviving", "placebo")
 ARMS = CORE_ARMS + ABLATION_ARMS
-# Paper order: the four eviction policies, then the no-evict reference and the destructive control.
-POLICY_ORDER = ("fifo", "random", "redundancy", "importance", "no_evict", "destructive")
-EVICTING_POLICIES = ("fifo", "random", "redundancy", "importance")
+# Paper order: the four eviction policies, then the no-evict reference and the destructive
+# control — the names the eviction step writes into the records (memlife.evict).
+POLICY_ORDER = POLICIES
+EVICTING_POLICIES = BASELINE_POLICIES
 DECOMPOSITION_COLUMNS = (
     *CELL, "n_observations", "n_oracle_answerable", "n_errors", "irreversible", "recoverable",
     "residual", "two_bin_share", "accuracy",

@@ -12,17 +12,19 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .decompose import CONTRACT_COLUMNS, POLICY_ORDER, REGIMES
+from memlife.evict import CONTROL, NO_EVICT, POLICIES
+
+from .decompose import CONTRACT_COLUMNS, REGIMES
 
 SYNTHETIC_TAG = "SYNTHETIC"
 QUESTION_TYPES = (
     "single-session-user", "single-session-assistant", "single-session-preference",
     "multi-session", "temporal-reasoning", "knowledge-update",
 )
-# Gold-unit eviction probability relative to the budget's base rate (destructive ~3x baseline).
+# Gold-unit eviction probability relative to the budget's base rate (the control ~3x baseline).
 _POLICY_EVICTION = {
-    "fifo": 1.0, "random": 1.0, "redundancy": 0.9, "importance": 0.75, "no_evict": 0.0,
-    "destructive": 3.0,
+    "fifo": 1.0, "random": 1.0, "redundancy": 0.9, "importance": 0.75, NO_EVICT: 0.0,
+    CONTROL: 3.0,
 }
 
 
@@ -38,7 +40,7 @@ def simulate_records(
     n_questions: int = 40,
     *,
     seeds: Sequence[int] = (0, 1, 2),
-    policies: Sequence[str] = POLICY_ORDER,
+    policies: Sequence[str] = POLICIES,
     budgets: Sequence[int] = (8000, 30000, 80000),
     regimes: Sequence[str] = REGIMES,
     readers: Sequence[str] = (f"{SYNTHETIC_TAG}-reader",),
