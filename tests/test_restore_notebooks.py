@@ -40,8 +40,7 @@ def _run(name: str, root: Path, monkeypatch) -> None:
 @pytest.mark.parametrize("full", [False, True], ids=["one-reader-one-judge", "two-readers-two-judges-ablations"])
 def test_notebooks_run_on_synthetic_records(tmp_path, monkeypatch, full):
     kw = dict(n_questions=40, seeds=(0, 1, 2), readers=("SYN-weak", "SYN-strong"),
-              judges=("SYN-scorer", "SYN-llm"), ablation_arms=True,
-              same_forced_gold_context=False) if full else \
+              judges=("SYN-scorer", "SYN-llm"), ablation_arms=True) if full else \
         dict(n_questions=12, seeds=(0,))
     root = _scratch_root(tmp_path, simulate_records(budgets=(500, 1000, 2000), **kw))
     for name in NOTEBOOKS:

@@ -47,16 +47,14 @@ def simulate_records(
     judges: Sequence[str] = (f"{SYNTHETIC_TAG}-judge",),
     ablation_arms: bool = False,
     judge_flip: float = 0.05,
-    same_forced_gold_context: bool = True,
     rng_seed: int = 0,
 ) -> pd.DataFrame:
     """Synthetic records in the DESIGN.md contract (plus the ablation arms when asked).
 
     Later readers are stronger (fewer residual errors); later judges disagree with the first on a
-    `judge_flip` share of labels. With `same_forced_gold_context`, a forced-gold question whose
-    gold all survived gets the same restore answer as its policy answer (the paper's construction,
-    which empties the recoverable bin); without it, the restore is an independent read, as when
-    the restore context differs from the forced-gold policy context.
+    `judge_flip` share of labels. A forced-gold question whose gold all survived gets the same
+    restore answer as its policy answer: one injection builds both contexts, so they are the same
+    read (the paper's construction, which empties the recoverable bin).
     """
     rng = np.random.default_rng(rng_seed)
     qids = np.array([f"synthetic_q{i:04d}" for i in range(n_questions)])
@@ -86,7 +84,7 @@ def simulate_records(
             missed = (rng.random(len(grid)) < 0.35) if regime == "topk" else np.zeros(len(grid), bool)
             policy_ok = np.where(evicted > 0, lucky, np.where(missed, lucky, read_ok & usable))
             restore = restore_ok.copy()
-            if regime == "forced_gold" and same_forced_gold_context:
+            if regime == "forced_gold":
                 restore = np.where(evicted == 0, policy_ok, restore)
             arms = {"policy": policy_ok, "restore": restore}
             if ablation_arms:
@@ -95,7 +93,7 @@ def simulate_records(
                 arms["placebo"] = np.where(policy_ok, policy_ok, rng.random(len(grid)) < 0.08)
             for j_i, judge in enumerate(judges):
                 flips = {arm: _flips(rng, len(grid), judge_flip if j_i else 0.0) for arm in arms}
-                if regime == "forced_gold" and same_forced_gold_context:
+                if regime == "forced_gold":
                     # Same context, same hypothesis, same label: the judge cannot tell them apart.
                     flips["restore"] = np.where(evicted == 0, flips["policy"], flips["restore"])
                 for arm, ok in arms.items():
