@@ -104,3 +104,34 @@ def test_a_failed_run_leaves_no_executed_copy_for_make_to_take_as_done(repo_copy
     set_fail(False)
     runner.run_notebook("99_midway", "smoke", root=root)
     assert executed.exists() and not failed.exists()
+
+
+def test_a_run_stopped_by_sigterm_leaves_only_a_failed_copy(repo_copy):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import nbformat
+    import yaml
+
+    root = repo_copy
+    cfg_path = root / "configs" / "smoke.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["notebooks"]["98_long"] = {}
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("started = True"), nbformat.v4.new_code_cell("import time\ntime.sleep(120)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "notebooks" / "98_long.ipynb")
+    out_dir = root / "results" / "notebooks"
+
+    proc = subprocess.Popen([sys.executable, "-m", "memlife.runner", "98_long", "--profile", "smoke"], cwd=root)
+    deadline = time.monotonic() + 90
+    while not (out_dir / "98_long.running.ipynb").exists():  # papermill has started the notebook
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert sorted(p.name for p in out_dir.iterdir()) == ["98_long.FAILED.ipynb"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebook", help="notebook stem, e.g. 00_backend")
     ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
     args = ap.parse_args(argv)
+    # make (or a user) stopping the run with SIGTERM: unwind through run_notebook, so the partial
+    # copy is kept as NAME.FAILED.ipynb like any other failed run.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     s = run_notebook(args.notebook, args.profile)
     print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
           f"({s['cached_calls']} cached), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
