@@ -1,7 +1,7 @@
 """The one client for every model call in memlife.
 
 - Configuration: an endpoint (base URL, model) per role — reader, judge, generator, scorer,
-  verifier — from the profile's ``models:`` section and environment variables
+  verifier, judge_audit (the restore paper's second judge, re-grading a sample) — from the profile's ``models:`` section and environment variables
   (``MEMLIFE_<ROLE>_BASE_URL`` / ``MEMLIFE_<ROLE>_MODEL``, or ``MEMLIFE_BASE_URL`` /
   ``MEMLIFE_MODEL`` for all roles). The key comes from the environment only and is never stored.
   With nothing configured every role uses the embedded llama-server (``memlife.serve``).
@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 
 from . import paths
 
-ROLES = ("reader", "judge", "generator", "scorer", "verifier")
+ROLES = ("reader", "judge", "generator", "scorer", "verifier", "judge_audit")
 MODES = ("live", "replay", "refresh")
 CACHE_FORMAT = 1  # bump to invalidate every cached reply when the stored shape changes
 
@@ -152,6 +152,24 @@ def role_configured(role: str) -> bool:
 def judge_available() -> bool:
     """An LLM judge runs only on a configured, capable endpoint — never the embedded model."""
     return role_configured("judge")
+
+
+def judge_audit_unavailable() -> str | None:
+    """Why the judge audit cannot run, or None when it can: it needs its own configured endpoint
+    (never the embedded model), with a model other than the primary judge's — the same model
+    name would replay the primary judge's cached grades and agree by construction."""
+    if not role_configured("judge_audit"):
+        return ("no endpoint is configured for the judge_audit role "
+                "(MEMLIFE_JUDGE_AUDIT_BASE_URL / models.judge_audit)")
+    audit = endpoint_for("judge_audit").model
+    if judge_available() and endpoint_for("judge").model == audit:
+        return (f"the judge_audit role is the primary judge's model ({audit}); set "
+                "MEMLIFE_JUDGE_AUDIT_MODEL (or models.judge_audit.model) to a different model")
+    return None
+
+
+def judge_audit_available() -> bool:
+    return judge_audit_unavailable() is None
 
 
 def mode() -> str:

@@ -15,7 +15,9 @@ Regimes (the paper's Appendix A):
 
 The restore arm (:mod:`memlife.restore.arms`) is :func:`inject` of the *full* gold with the same
 ranking and cap, so when eviction kept every gold unit, forced-gold and restore build the very
-same context and forced-gold recoverable errors are zero by construction.
+same context and forced-gold recoverable errors are zero by construction. The restore-tightness
+ablation's placebo (:func:`placebo`) is the restore's context with its gold swapped for non-gold
+snippets from the gold's chronological place.
 
 Contexts are rendered oldest first, one line per unit, ``[date] role: text``; session ids
 are never shown.
@@ -30,6 +32,7 @@ import numpy as np
 from memlife.units import Unit
 
 REGIMES = ("topk", "forced_gold")
+PLACEBO_NEIGHBOURS = 6  # how far a placebo stand-in may sit from its gold unit outside its session
 STOPWORDS = "en"
 
 
@@ -92,6 +95,53 @@ def inject(units: Sequence[Unit], forced: Iterable[str], ranking: Sequence[str],
             have.add(uid)
             room -= t
     return [u.unit_id for u in chronological(by_id, chosen)]
+
+
+def placebo(units: Sequence[Unit], context: Iterable[str]) -> list[str]:
+    """The placement placebo of an injected ``context`` (the restore's): every gold unit in it is
+    replaced, one for one, by a non-gold stand-in from where that gold unit sat; the context's
+    non-gold units stay as they are. Returns ids in chronological order.
+
+    The stand-in for a gold unit g is a non-gold unit of the whole history (evicted or not: like
+    the restore, the placebo reinstates from the full history) that is neither in the context
+    nor standing in for another gold unit: of g's own session's such turns, the one closest to
+    g in tokens (ties: nearest to g, then the older); only when g's session has none left (a
+    session that is all gold), the unit nearest to g in chronological order (ties: the older).
+
+    So the placebo has the restore's non-gold snippets, as many snippets as the restore, each
+    stand-in from its gold unit's place (its session where possible, so rendered with the same
+    date: the paper's "old chronological placement"), about the gold's tokens, and no gold at all. Stand-ins are non-annotated, not
+    guaranteed irrelevant: another turn of an evidence session may still bear on the question,
+    which is why the paper reads the placebo's flips as a bound on presentation plus
+    unannotated evidence, not as presentation alone.
+    """
+    by_id = {u.unit_id: u for u in units}
+    ctx = list(dict.fromkeys(context))
+    taken = set(ctx)
+    out = [i for i in ctx if not by_id[i].is_gold]
+    pool = [u for u in units if not u.is_gold]
+    for g in chronological(by_id, [i for i in ctx if by_id[i].is_gold]):
+        free = [u for u in pool if u.unit_id not in taken]
+        same = [u for u in free if u.session_id == g.session_id]
+        near = same or _neighbourhood(free, g)
+        if not near:
+            continue  # a history with no non-gold unit left: nothing can stand in
+        u = min(near, key=lambda u: (abs(u.tokens - g.tokens), abs(u.order - g.order), u.order))
+        out.append(u.unit_id)
+        taken.add(u.unit_id)
+    return [u.unit_id for u in chronological(by_id, out)]
+
+
+def _neighbourhood(free: list[Unit], g: Unit) -> list[Unit]:
+    """The ``PLACEBO_NEIGHBOURS`` free units nearest to g, widened (doubling) until it holds one
+    within half of g's tokens: a stand-in a few turns further away distorts presentation less
+    than one several times the gold's size (chit-chat turns next to evidence can be long)."""
+    by_distance = sorted(free, key=lambda u: (abs(u.order - g.order), u.order))
+    w = PLACEBO_NEIGHBOURS
+    while w < len(by_distance) and not any(
+            abs(u.tokens - g.tokens) <= max(0.5 * g.tokens, 3) for u in by_distance[:w]):
+        w *= 2
+    return by_distance[:w]
 
 
 def select(units: Sequence[Unit], ranking: Sequence[str], regime: str, *, k: int, cap: int,

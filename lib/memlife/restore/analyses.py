@@ -13,7 +13,8 @@ recomputed from the records.
 - R4 `residual_by_type`, `reader_residuals`, `compare_reader_residuals`: residual errors by
   question type and by reader, each reader named (which has more is read off the data).
 - `judge_agreement`, `audit_agreement`: percent agreement and Cohen's kappa between every pair of
-  judges, and the audit pair picked by what its judges are (headline judge vs the scorer).
+  judges, and the audit pair picked by what its judges are (headline judge vs the audit judge,
+  else vs the scorer).
 - `surviving_gold_ablation`, `placement_placebo`: the restore-tightness ablation.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 
 from .. import paper_reference, stats
 from ..evict import CONTROL, NO_EVICT
-from .decompose import CELL, COUNT_COLUMNS, EVICTING_POLICIES, decompose, sort_cells
+from .decompose import CELL, COUNT_COLUMNS, EVICTING_POLICIES, decompose, is_audit_judge, sort_cells
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
 SHARES = {
@@ -319,27 +320,35 @@ def judge_agreement(records: pd.DataFrame) -> pd.DataFrame:
 def surviving_gold_ablation(obs: pd.DataFrame) -> pd.DataFrame:
     """Restore-tightness, part 1: of the irreversible errors, how many the reader already gets
     right when only the *surviving* gold is restored (arm 'restore_surviving'). Those would be
-    recoverable, not irreversible; few of them means the full-gold restore is a tight bound."""
+    recoverable, not irreversible; few of them means the full-gold restore is a tight bound.
+
+    Per reader, judge and regime. Under forced-gold the arm is the policy context itself
+    (forced-gold = inject(surviving gold), :mod:`memlife.restore.arms`), so that row flips
+    nothing by construction; the top-k row is the test."""
     irr = obs[(obs["irreversible"] == 1) & obs["restore_surviving_correct"].notna()]
+    by = ["reader", "judge", "regime"]
     g = irr.assign(flipped=irr["restore_surviving_correct"].astype(bool).astype(int)).groupby(
-        ["reader", "judge"], sort=True).agg(
+        by, sort=True).agg(
         n_irreversible_tested=("flipped", "size"), n_become_recoverable=("flipped", "sum")).reset_index()
     g["share"] = stats.safe_ratio(g["n_become_recoverable"], g["n_irreversible_tested"])
     g["n_irreversible_without_arm"] = [
         int(((obs["irreversible"] == 1) & obs["restore_surviving_correct"].isna()
-             & (obs["reader"] == r) & (obs["judge"] == j)).sum()) for r, j in zip(g["reader"], g["judge"])]
+             & (obs["reader"] == r) & (obs["judge"] == j) & (obs["regime"] == rg)).sum())
+        for r, j, rg in zip(g["reader"], g["judge"], g["regime"])]
     return g
 
 
 def placement_placebo(obs: pd.DataFrame) -> pd.DataFrame:
     """Restore-tightness, part 2: of the oracle-answerable errors, the share flipped to correct by
     placing non-gold snippets where the gold used to sit (arm 'placebo'), beside the share the
-    real restore flips. The placebo share bounds what presentation alone does."""
+    real restore flips. The placebo share bounds what presentation (plus unannotated evidence
+    near the gold) does. Per reader, judge and regime: one placebo context serves both regimes,
+    but their errors differ."""
     err = obs[(obs["n_errors"] == 1) & obs["placebo_correct"].notna()]
     g = err.assign(
         placebo_flip=err["placebo_correct"].astype(bool).astype(int),
         restore_flip=err["restore_correct"].astype(bool).astype(int),
-    ).groupby(["reader", "judge"], sort=True).agg(
+    ).groupby(["reader", "judge", "regime"], sort=True).agg(
         n_errors_tested=("placebo_flip", "size"), n_placebo_flips=("placebo_flip", "sum"),
         n_restore_flips=("restore_flip", "sum")).reset_index()
     g["placebo_flip_share"] = stats.safe_ratio(g["n_placebo_flips"], g["n_errors_tested"])
@@ -369,9 +378,11 @@ def pick(records_or_obs: pd.DataFrame, column: str, wanted: str = "") -> str:
 
 def audit_agreement(agreement: pd.DataFrame, judge: str | None = None) -> pd.Series | None:
     """The judge-audit row of :func:`judge_agreement` (one reader's rows), chosen by what the two
-    judges are: `judge` (the headline judge) against the deterministic scorer, which every record
-    set carries; when `judge` is the scorer itself, against its only partner. Without `judge`,
-    the only row. None when there is no row; an error when the choice is ambiguous."""
+    judges are: `judge` (the headline judge) against the audit judge (the ``judge_audit`` role,
+    judge names ``audit:<model>``; the paper's second-judge check) when the records carry one;
+    otherwise against the deterministic scorer, which every record set carries; when `judge` is
+    the scorer itself, against its only partner. Without `judge`, the only row. None when there
+    is no row; an error when the choice is ambiguous."""
     if agreement.empty:
         return None
     if agreement["reader"].nunique() > 1:
@@ -382,6 +393,13 @@ def audit_agreement(agreement: pd.DataFrame, judge: str | None = None) -> pd.Ser
             return agreement.iloc[0]
         raise ValueError(f"{len(agreement)} judge pairs: name the headline judge (judge=)")
     with_judge = agreement[(agreement["judge_a"] == judge) | (agreement["judge_b"] == judge)]
+    vs_audit = with_judge[with_judge["judge_a"].map(is_audit_judge)
+                          | with_judge["judge_b"].map(is_audit_judge)]
+    if len(vs_audit) == 1:
+        return vs_audit.iloc[0]
+    if len(vs_audit) > 1:
+        raise ValueError(f"judge {judge!r} is audited by {len(vs_audit)} audit judges: the audit pair "
+                         "is ambiguous")
     if judge != DETERMINISTIC_JUDGE:
         vs_scorer = with_judge[(with_judge["judge_a"] == DETERMINISTIC_JUDGE)
                                | (with_judge["judge_b"] == DETERMINISTIC_JUDGE)]
@@ -493,11 +511,14 @@ def paper_vs_ours_robustness(r3: pd.DataFrame, residuals: pd.DataFrame, agreemen
         rows.append(_row(q, key, float(a[col]) if a is not None else np.nan,
                          our_cell=f"{a['judge_a']} vs {a['judge_b']}" if a is not None
                          else "needs a second judge"))
+    # Forced-gold rows flip nothing by construction (the arm is the policy context there).
+    if "regime" in surviving.columns:
+        surviving = surviving[surviving["regime"] == "topk"]
     rows.append(_row("surviving-gold restore: irreversible that become recoverable",
                      "surviving_gold_recoverable_share",
                      float(surviving["n_become_recoverable"].sum() / surviving["n_irreversible_tested"].sum())
                      if len(surviving) and surviving["n_irreversible_tested"].sum() else np.nan,
-                     our_cell="" if len(surviving) else "needs arm restore_surviving"))
+                     our_cell="top-k" if len(surviving) else "needs arm restore_surviving"))
     rows.append(_row("placement placebo: errors flipped to correct", "placebo_flip_share",
                      float(placebo["n_placebo_flips"].sum() / placebo["n_errors_tested"].sum())
                      if len(placebo) and placebo["n_errors_tested"].sum() else np.nan,

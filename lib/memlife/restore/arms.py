@@ -10,6 +10,21 @@ the retained units and one injection cap (``restore_cap``, the paper's 2,000 tok
   evicted it is the forced-gold context itself, so the reader answers both the same way.
 - **clean_gold** — gold units only, once per question and reader.
 
+The restore-tightness ablation (Appendix C; ``build_reads(..., ablations=True)``) adds two arms
+with the policy arm's keys, one context per cell shared by both regimes like the restore's:
+
+- **restore_surviving** — the restore with only the *surviving* gold reinstated:
+  :func:`memlife.retrieve.inject` of the gold that eviction kept, same ranking and cap. That is
+  the forced-gold policy context by construction (forced-gold = inject(surviving gold)), so the
+  arm costs no read: it is asserted identical to the forced-gold policy read and read once
+  with it. Under forced-gold it is therefore the policy arm itself and can flip nothing; under
+  top-k it asks whether an "irreversible" error was fixed by the surviving gold alone (then
+  the evicted gold was not needed and the error was really a retrieval miss). When no gold was
+  evicted it also equals the restore context (asserted).
+- **placebo** — the restore's context with every gold unit replaced by non-gold stand-ins from
+  the gold's chronological place and of about its size (:func:`memlife.retrieve.placebo`): the
+  restore's presentation without the gold, one new read per cell.
+
 Every read is built first; identical prompts (same question, same context) are read once, in
 sorted order so that prompts sharing a prefix run back to back. Resuming after an interruption
 comes from the llm cache: rebuilding the records replays cached calls.
@@ -17,7 +32,8 @@ comes from the llm cache: rebuilding the records replays cached calls.
 Judging: the deterministic scorer (:func:`deterministic_correct`) always; the paper's LLM
 judge in addition when :func:`memlife.llm.judge_available` is true. Records hold one row per
 question × cell × regime × arm × judge, ``judge`` naming the judge (``"deterministic"`` or
-the judge model).
+the judge model). The judge audit (:func:`judge_audit`) adds rows for a seeded sample of items,
+re-graded by the ``judge_audit`` role, with ``judge`` = ``"audit:" + model``.
 """
 from __future__ import annotations
 
@@ -25,15 +41,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from memlife import retrieve, tokens
 from memlife.evict import Eviction
 from memlife.longmem import Question
 from memlife.restore import prompts
+from memlife.restore.decompose import AUDIT_JUDGE_PREFIX
 from memlife.units import Unit
 
-ARMS = ("policy", "restore", "clean_gold")
+CORE_ARMS = ("policy", "restore", "clean_gold")
+ABLATION_ARMS = ("restore_surviving", "placebo")
+ARMS = CORE_ARMS + ABLATION_ARMS  # also the records' sort order
 DETERMINISTIC_JUDGE = "deterministic"
 RECORD_COLUMNS = ("question_id", "question_type", "policy", "budget", "regime", "seed", "reader",
                   "judge", "arm", "correct", "n_gold", "n_gold_evicted", "context_tokens",
@@ -87,12 +107,18 @@ def _read(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str], arm:
     )
 
 
-def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction], *, k: int,
-                restore_cap: int, regimes: Sequence[str] = retrieve.REGIMES) -> list[Read]:
-    """Every read of one question: clean gold once, then policy and restore per cell × regime.
+class IdentityError(AssertionError):
+    """Two arms that are the same context by construction were built differently."""
 
-    ``restore_cap`` is the injection cap of both the forced-gold regime and the restore arm
-    (gold included); ``k`` only sizes the top-k regime.
+
+def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction], *, k: int,
+                restore_cap: int, regimes: Sequence[str] = retrieve.REGIMES,
+                ablations: bool = False) -> list[Read]:
+    """Every read of one question: clean gold once, then policy and restore per cell × regime,
+    and with ``ablations`` the restore_surviving and placebo arms per cell × regime.
+
+    ``restore_cap`` is the injection cap of the forced-gold regime, the restore arm and
+    restore_surviving (gold included); ``k`` only sizes the top-k regime.
     """
     by_id = {u.unit_id: u for u in units}
     gold = [u.unit_id for u in units if u.is_gold]
@@ -105,12 +131,33 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
         kept = set(ev.retained)
         surviving_gold = [g for g in gold if g in kept]
         restore = retrieve.inject(units, gold, ranking, restore_cap)
+        contexts = {}
         for regime in regimes:
             ids = retrieve.select(units, ranking, regime, k=k, cap=restore_cap,
                                   retained_gold=surviving_gold)
+            contexts[regime] = ids
             out.append(_read(q, by_id, ids, "policy", ev, regime, len(gold)))
             out.append(_read(q, by_id, restore, "restore", ev, regime, len(gold)))
+        if not ablations:
+            continue
+        surviving = retrieve.inject(units, surviving_gold, ranking, restore_cap)
+        # Checked here, not left to the reader: were they to differ, the arm would silently
+        # measure something other than Appendix C's surviving-gold restore.
+        if "forced_gold" in contexts and surviving != contexts["forced_gold"]:
+            raise IdentityError(f"{_cell_name(ev)}: restore_surviving differs from the forced-gold context")
+        if ev.n_gold_evicted == 0 and surviving != restore:
+            raise IdentityError(f"{_cell_name(ev)}: nothing evicted, yet restore_surviving differs from restore")
+        placebo = retrieve.placebo(units, restore)
+        if any(by_id[i].is_gold for i in placebo):
+            raise IdentityError(f"{_cell_name(ev)}: the placebo holds gold")
+        for regime in regimes:
+            out.append(_read(q, by_id, surviving, "restore_surviving", ev, regime, len(gold)))
+            out.append(_read(q, by_id, placebo, "placebo", ev, regime, len(gold)))
     return out
+
+
+def _cell_name(ev: Eviction) -> str:
+    return f"{ev.question_id} {ev.policy}@{ev.budget} seed {ev.seed}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,6 +239,62 @@ def judge_all(pairs: Sequence[tuple[str, str, str]], client, *, desc: str = "jud
 
 
 # ---------------------------------------------------------------------------------------------
+# The judge audit (Appendix C: a second judge re-grades a sample)
+# ---------------------------------------------------------------------------------------------
+ITEM_COLUMNS = ("question_id", "policy", "budget", "regime", "seed", "reader", "arm")
+
+
+def audit_judge_name(model: str) -> str:
+    """The `judge` value of audit rows. The prefix keeps the audit's sample out of the
+    decomposition (:func:`memlife.restore.decompose.observations`), and keeps it apart from the
+    primary judge even when both are the same model name."""
+    return AUDIT_JUDGE_PREFIX + model
+
+
+def audit_sample(records: pd.DataFrame, n_items: int, seed: int) -> pd.DataFrame:
+    """``n_items`` graded items drawn without replacement, seeded, from the deterministic
+    scorer's rows (every record set has exactly one per item: question × cell × seed × reader ×
+    arm). The draw depends only on the items and ``seed``, never on any judge's labels or on
+    row order, so the primary judge and any audit judge see the same sample."""
+    items = records[records["judge"] == DETERMINISTIC_JUDGE]
+    items = items.sort_values(list(ITEM_COLUMNS), na_position="first", kind="mergesort")
+    n = min(max(int(n_items), 0), len(items))
+    pick = np.sort(np.random.default_rng(seed).choice(len(items), size=n, replace=False))
+    return items.iloc[pick].reset_index(drop=True)
+
+
+def judge_audit(records: pd.DataFrame, questions: Mapping[str, Question], client, *, n_items: int,
+                seed: int, parse_label, desc: str = "judge audit") -> pd.DataFrame:
+    """Audit rows: the :func:`audit_sample` re-graded by ``client`` with the paper's judge prompt
+    and ``parse_label``'s strict parsing, ``judge`` = :func:`audit_judge_name`.
+
+    A call that still fails after its retries leaves the row's label and raw reply empty (the
+    paper excluded its 3 errored audit calls; :func:`analyses.judge_agreement` counts them as
+    excluded) instead of losing the whole audit; failures are not cached, so a rerun retries.
+    """
+    from tqdm.auto import tqdm
+
+    from memlife.llm import LLMCallError
+
+    sample = audit_sample(records, n_items, seed)
+    triple = [(questions[qid].question, questions[qid].answer, hyp)
+              for qid, hyp in zip(sample["question_id"], sample["hypothesis"])]
+    raw: dict[tuple, str | None] = {}
+    for t in tqdm(sorted(set(triple)), desc=desc):
+        try:
+            raw[t] = client.complete(prompts.judge_messages(*t), max_tokens=prompts.JUDGE_MAX_TOKENS,
+                                     temperature=0.0).text
+        except LLMCallError:
+            raw[t] = None
+    rows = []
+    for row, t in zip(sample.to_dict("records"), triple):
+        label = parse_label(raw[t]) if raw[t] is not None else None
+        rows.append({**row, "judge": audit_judge_name(client.model), "judge_raw": raw[t],
+                     "correct": None if label is None else label == "CORRECT"})
+    return to_frame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------------------------
 def records(reads: Sequence[Read], answers: Mapping[str, str], questions: Mapping[str, Question],
@@ -229,6 +332,11 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
     df = df.sort_values(["question_id", "_arm", "policy", "budget", "seed", "regime", "judge"],
                         na_position="first", kind="mergesort")
     return df.drop(columns="_arm").reset_index(drop=True)
+
+
+def combine(*frames: pd.DataFrame) -> pd.DataFrame:
+    """Record frames (e.g. the records and the judge audit's rows) as one, in the records' order."""
+    return to_frame([row for f in frames for row in f.to_dict("records")])
 
 
 def write_records(df: pd.DataFrame, run_dir) -> "Path":  # noqa: F821

@@ -35,6 +35,13 @@ CORE_ARMS = ("policy", "restore", "clean_gold")
 # ("restore_surviving") or with non-gold snippets placed where the gold used to sit ("placebo").
 ABLATION_ARMS = ("restore_surviving", "placebo")
 ARMS = CORE_ARMS + ABLATION_ARMS
+# Judge-audit rows (Appendix C) carry `judge` = this prefix + the audit model: they re-grade a
+# sample of items, so they are an agreement check (analyses.judge_agreement), never a cell.
+AUDIT_JUDGE_PREFIX = "audit:"
+
+
+def is_audit_judge(judge) -> bool:
+    return isinstance(judge, str) and judge.startswith(AUDIT_JUDGE_PREFIX)
 # Paper order: the four eviction policies, then the no-evict reference and the destructive
 # control — the names the eviction step writes into the records (memlife.evict).
 POLICY_ORDER = POLICIES
@@ -178,6 +185,8 @@ def observations(records: pd.DataFrame, source: str = "records") -> pd.DataFrame
     warning; `attrs["n_excluded_unlabelled"]` counts them.
     """
     rec = records if "_row" in records.columns else normalize_records(records, source)
+    # The audit judge graded a sample only: as a cell it would lack clean-gold and restore rows.
+    rec = rec[~rec["judge"].map(is_audit_judge).astype(bool)]
     key = list(OBSERVATION_KEY)
     pol = _unique_arm(rec, "policy", key, source)
     if pol.empty:

@@ -90,12 +90,16 @@ def simulate_records(
             if ablation_arms:
                 arms["restore_surviving"] = np.where(
                     evicted > 0, rng.random(len(grid)) < 0.03, restore)
+                if regime == "forced_gold":  # inject(surviving gold) is the policy context
+                    arms["restore_surviving"] = policy_ok
                 arms["placebo"] = np.where(policy_ok, policy_ok, rng.random(len(grid)) < 0.08)
             for j_i, judge in enumerate(judges):
                 flips = {arm: _flips(rng, len(grid), judge_flip if j_i else 0.0) for arm in arms}
                 if regime == "forced_gold":
                     # Same context, same hypothesis, same label: the judge cannot tell them apart.
                     flips["restore"] = np.where(evicted == 0, flips["policy"], flips["restore"])
+                    if "restore_surviving" in flips:
+                        flips["restore_surviving"] = flips["policy"]
                 for arm, ok in arms.items():
                     frames.append(pd.DataFrame({
                         "question_id": qids[q], "question_type": qtype[q],

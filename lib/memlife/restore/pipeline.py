@@ -1,0 +1,221 @@
+"""Notebooks 20–22 as library calls: LongMemEval-format data → units → eviction grid → reads →
+records; what ``python -m memlife.restore run --profile P --reader NAME --out DIR`` runs.
+
+The parameters are the profile's sections of 20_longmem_data, 21_eviction and 22_read_restore
+(:func:`params`, through :mod:`memlife.config`), so the command and ``make`` run the same
+experiment. Two parameters of 22_read_restore are optional, default off:
+``ablation_arms`` (the restore-tightness arms, :func:`memlife.restore.arms.build_reads`) and
+``judge_audit_items`` (how many graded items the ``judge_audit`` role re-grades).
+
+Readers are picked by name (:data:`READERS`): ``llm`` is the profile's ``reader`` role (the
+embedded model unless an endpoint is configured). A reader is any object with a ``model``
+attribute (the name the records' ``reader`` column carries) and
+``complete_many(requests, desc=...)`` returning objects with ``.text`` in request order, each
+request holding the reader prompt's ``messages``. The reference subjects of DESIGN.md (``gold``,
+``evidence-oracle``, ``noisy-oracle``, from :mod:`memlife.subjects`) plug in as further entries
+of :data:`READERS`; the command does not change.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from memlife import config, evict, llm, longmem, units
+from memlife.evict import Eviction
+from memlife.longmem import Question
+from memlife.restore import arms
+from memlife.units import Unit
+
+NOTEBOOKS = ("20_longmem_data", "21_eviction", "22_read_restore")
+# The reference subjects DESIGN.md names; listed in the unknown-reader message until they are
+# registered in READERS.
+PLANNED_SUBJECTS = ("gold", "evidence-oracle", "noisy-oracle")
+
+
+def _llm_reader(questions: Sequence[Question], histories: Mapping[str, Sequence[Unit]], seed: int):
+    return llm.get_client("reader")
+
+
+# name -> factory(questions, histories, seed) -> reader (see the module docstring).
+READERS: dict[str, Callable] = {"llm": _llm_reader}
+
+
+class UnknownReader(ValueError):
+    pass
+
+
+def reader_factory(name: str) -> Callable:
+    if name in READERS:
+        return READERS[name]
+    planned = [s for s in PLANNED_SUBJECTS if s not in READERS]
+    note = (f" (the reference subjects {', '.join(planned)} are not available yet)" if planned else "")
+    raise UnknownReader(f"unknown reader {name!r}; accepted: {', '.join(READERS)}{note}")
+
+
+@dataclass(frozen=True)
+class Params:
+    profile: str
+    seed: int
+    source: str
+    n_questions: int
+    history_tokens: int
+    budgets: tuple[int, ...]
+    seeds: tuple[int, ...]
+    k: int
+    restore_cap: int
+    reader_max_tokens: int
+    ablation_arms: bool = False
+    judge_audit_items: int = 0
+
+
+def params(profile: str, root: Path | None = None) -> Params:
+    """The profile's parameters of notebooks 20–22 (``common`` merged into each section)."""
+    p20, p21, p22 = (config.notebook_params(profile, nb, root) for nb in NOTEBOOKS)
+    if not p20["source"] == p21["source"] == p22["source"]:
+        raise ValueError(f"profile {profile!r}: notebooks 20-22 disagree on source "
+                         f"({p20['source']}, {p21['source']}, {p22['source']})")
+    return Params(profile=profile, seed=int(p22["seed"]), source=p20["source"],
+                  n_questions=int(p20["n_questions"]), history_tokens=int(p20["history_tokens"]),
+                  budgets=tuple(int(b) for b in p21["budgets"]), seeds=tuple(int(s) for s in p21["seeds"]),
+                  k=int(p22["k"]), restore_cap=int(p22["restore_cap"]),
+                  reader_max_tokens=int(p22["reader_max_tokens"]),
+                  ablation_arms=bool(p22.get("ablation_arms", False)),
+                  judge_audit_items=int(p22.get("judge_audit_items", 0)))
+
+
+def load_questions(p: Params) -> list[Question]:
+    """Notebook 20's questions. The builder is seeded and deterministic, so the command builds
+    in memory rather than writing the profile's data directory; the real file is read and
+    hash-checked where notebook 20 reads it."""
+    if p.source == "built":
+        return [longmem.to_question(r) for r in longmem.build(p.n_questions, p.history_tokens, seed=p.seed)]
+    return longmem.load_dataset(p.profile, p.source)
+
+
+def plan_grid(questions: Sequence[Question], evictions: Sequence[Eviction], *, k: int, restore_cap: int,
+              ablation_arms: bool = False) -> tuple[list[arms.Read], arms.ReadPlan]:
+    """Every read of the grid (notebook 22's first code cell) and its deduplicated plan."""
+    by_q: dict[str, list[Eviction]] = {}
+    for e in evictions:
+        by_q.setdefault(e.question_id, []).append(e)
+    reads: list[arms.Read] = []
+    for q in questions:
+        reads += arms.build_reads(q, units.units_of(q), by_q.get(q.question_id, []), k=k,
+                                  restore_cap=restore_cap, ablations=ablation_arms)
+    return reads, arms.plan_reads(reads)
+
+
+def check_reads(reads: Sequence[arms.Read], questions: Sequence[Question], restore_cap: int) -> None:
+    """The construction's identities, on the reads themselves (notebook 22's checks):
+    restore holds every gold unit; injected contexts fit the cap, gold counted (or are the gold
+    alone where it exceeds the cap); forced-gold reads restore's very context exactly when no
+    gold was evicted; restore_surviving reads the forced-gold context; the placebo holds no gold
+    and as many snippets as the restore."""
+    unit_index = {q.question_id: {u.unit_id: u for u in units.units_of(q)} for q in questions}
+    by_cell: dict[tuple, dict[tuple, arms.Read]] = {}
+    for r in reads:
+        us = unit_index[r.question_id]
+        gold_ids = {i for i, u in us.items() if u.is_gold}
+        if r.arm in ("restore", "restore_surviving") or (r.regime == "forced_gold" and r.arm == "policy"):
+            gold_tokens = sum(us[i].tokens for i in r.unit_ids if us[i].is_gold)
+            total = sum(us[i].tokens for i in r.unit_ids)
+            assert total <= restore_cap or (gold_tokens > restore_cap and set(r.unit_ids) <= gold_ids), (
+                f"{r.question_id} {r.policy}@{r.budget} {r.arm}: {total} tokens over the cap {restore_cap}")
+        if r.arm == "restore":
+            assert gold_ids <= set(r.unit_ids), f"{r.question_id} {r.policy}@{r.budget}: restore lacks gold"
+        if r.arm == "placebo":
+            assert not gold_ids & set(r.unit_ids), f"{r.question_id} {r.policy}@{r.budget}: placebo holds gold"
+        if r.arm != "clean_gold":
+            by_cell.setdefault((r.question_id, r.policy, r.budget, r.seed), {})[(r.arm, r.regime)] = r
+    for cell, rs in by_cell.items():
+        restore, fg = rs.get(("restore", "forced_gold")), rs.get(("policy", "forced_gold"))
+        if restore and fg:
+            assert (fg.prompt == restore.prompt) == (fg.n_gold_evicted == 0), f"{cell}: forced-gold vs restore"
+        for regime in ("topk", "forced_gold"):
+            surv = rs.get(("restore_surviving", regime))
+            if surv and fg:
+                assert surv.prompt == fg.prompt, f"{cell}: restore_surviving is not the forced-gold context"
+            pl, rst = rs.get(("placebo", regime)), rs.get(("restore", regime))
+            if pl and rst:
+                assert len(pl.unit_ids) == len(rst.unit_ids), f"{cell}: placebo and restore differ in snippets"
+
+
+@dataclass
+class Reading:
+    answers: dict[str, str]
+    records: pd.DataFrame
+    judge_model: str | None
+    audit_note: str  # what the judge audit did, or why it was skipped
+
+
+def read_and_judge(reads: Sequence[arms.Read], plan: arms.ReadPlan, questions: Sequence[Question], reader, *,
+                   reader_max_tokens: int, judge_audit_items: int = 0, seed: int = 0) -> Reading:
+    """Notebook 22's reading cell: read every distinct prompt, grade with the deterministic
+    scorer and, when a capable judge endpoint is configured, the paper's LLM judge; then the
+    judge audit when ``judge_audit_items`` > 0 and :func:`memlife.llm.judge_audit_unavailable`
+    has no objection (the embedded model never judges). Records in the DESIGN.md contract."""
+    by_id = {q.question_id: q for q in questions}
+    answers = arms.read_all(plan, reader, max_tokens=reader_max_tokens)
+    judge_replies = judge_model = None
+    if llm.judge_available():
+        judge = llm.get_client("judge")
+        judge_model = judge.model
+        judge_replies = arms.judge_all([(by_id[r.question_id].question, by_id[r.question_id].answer,
+                                         answers[r.prompt]) for r in reads], judge)
+    records = arms.records(reads, answers, by_id, reader.model, judge_replies, judge_model, llm.parse_label)
+    if judge_audit_items <= 0:
+        note = "judge audit off (judge_audit_items = 0)"
+    elif (why := llm.judge_audit_unavailable()) is not None:
+        note = f"judge audit skipped: {why}"
+    else:
+        audit = llm.get_client("judge_audit")
+        rows = arms.judge_audit(records, by_id, audit, n_items=judge_audit_items, seed=seed,
+                                parse_label=llm.parse_label)
+        records = arms.combine(records, rows)
+        note = (f"judge audit: {audit.model} re-graded {len(rows)} sampled items "
+                f"({int(rows['correct'].isna().sum())} without a label)")
+    return Reading(answers, records, judge_model, note)
+
+
+@dataclass
+class RunResult:
+    records_path: Path
+    records: pd.DataFrame
+    n_reads: int
+    n_distinct_reads: int
+    audit_note: str
+
+
+def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunResult:
+    """Notebooks 20–22 for ``profile`` with the named reader, writing ``out/records.parquet``
+    (and ``out/evictions.parquet``, ``out/importance.parquet``); nothing else is written but the
+    llm cache and usage log."""
+    factory = reader_factory(reader_name)  # before any work: a typo costs nothing
+    p = params(profile)
+    llm.configure(profile)
+    out = Path(out)
+    questions = load_questions(p)
+    histories = {q.question_id: units.units_of(q) for q in questions}
+    log(f"{len(questions)} questions ({p.source}), {sum(map(len, histories.values()))} units")
+    scorer = llm.get_client("scorer")
+    importance, invalid = evict.score_importance([u.text for us in histories.values() for u in us], scorer)
+    evictions = evict.evict_grid(histories, evict.POLICIES, list(p.budgets), list(p.seeds), importance)
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(sorted(importance.items()), columns=["text", "score"]).to_parquet(
+        out / "importance.parquet", index=False)
+    evict.to_frame(evictions).to_parquet(out / "evictions.parquet", index=False)
+    log(f"importance: scorer {scorer.model}, {invalid} replies without a score; {len(evictions)} evictions")
+    reads, plan = plan_grid(questions, evictions, k=p.k, restore_cap=p.restore_cap, ablation_arms=p.ablation_arms)
+    check_reads(reads, questions, p.restore_cap)
+    log(f"{plan.naive_calls} reads, {plan.distinct_calls} distinct prompts"
+        f"{' (ablation arms on)' if p.ablation_arms else ''}")
+    reader = factory(questions, histories, p.seed)
+    reading = read_and_judge(reads, plan, questions, reader, reader_max_tokens=p.reader_max_tokens,
+                             judge_audit_items=p.judge_audit_items, seed=p.seed)
+    log(reading.audit_note)
+    path = out / "records.parquet"
+    reading.records.to_parquet(path, index=False)
+    return RunResult(path, reading.records, plan.naive_calls, plan.distinct_calls, reading.audit_note)
