@@ -1,4 +1,12 @@
-"""Command line: `python -m memlife.restore decompose RECORDS --out CSV`."""
+"""Command line:
+
+- `python -m memlife.restore decompose RECORDS --out CSV`
+- `python -m memlife.restore run --profile P --reader NAME --out DIR`: notebooks 20-22 for a
+  profile, writing DIR/records.parquet (memlife.restore.pipeline).
+
+Exit status: 0 done; 2 bad input (unknown reader or profile, records or data file missing or
+malformed), before any model call where it can be known up front; 1 a model call that failed.
+"""
 from __future__ import annotations
 
 import argparse
@@ -16,13 +24,53 @@ def main(argv: list[str] | None = None) -> int:
     )
     dec.add_argument("records", help="restore records, .parquet or .csv (DESIGN.md contract)")
     dec.add_argument("--out", required=True, help="CSV to write")
+    run = sub.add_parser("run", help="notebooks 20-22 from the command line: data, eviction, reads, "
+                                     "records (DIR/records.parquet)")
+    run.add_argument("--profile", required=True, help="configs/PROFILE.yaml supplies every parameter")
+    run.add_argument("--reader", default="llm",
+                     help="'llm' (the profile's reader role: the embedded model unless an endpoint "
+                          "is configured) or a reference subject's name")
+    run.add_argument("--out", required=True, help="directory for records.parquet")
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return _run(args)
     try:
         table = decompose_file(args.records, args.out)
     except (RecordsError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {len(table)} cells to {args.out}")
+    return 0
+
+
+def _run(args) -> int:
+    from memlife import llm, paths
+    from memlife.longmem import LongMemEvalError
+    from memlife.runner import check_paper_profile
+
+    from . import pipeline
+
+    try:
+        pipeline.reader_factory(args.reader)
+        paths.layout(args.profile)  # the profile name, before anything reads its file
+        pipeline.params(args.profile)
+        check_paper_profile(args.profile)
+    except SystemExit as exc:  # the paper profile without an endpoint or a spending cap
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (pipeline.UnknownReader, ValueError, KeyError, FileNotFoundError) as exc:
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
+    try:
+        result = pipeline.run(args.profile, args.reader, args.out)
+    except (FileNotFoundError, LongMemEvalError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except llm.LLMError as exc:
+        print(f"error: a model call failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(result.records)} records ({result.n_distinct_reads} distinct reads) to "
+          f"{result.records_path}")
     return 0
 
 

@@ -1,0 +1,106 @@
+"""`python -m memlife.restore run --profile P --reader NAME --out DIR`: notebooks 20-22 from the
+command line, on the smoke profile's parameters, with every model role pointed at the fault
+server (or a model-free test reader plugged in by name)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from memlife.restore import __main__ as cli
+from memlife.restore import decompose, pipeline
+from test_restore_pipeline import EvidenceOracleTestReader
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _root_with_profile(tmp_path, **extra22) -> Path:
+    """A scratch root (the isolated_llm fixture points MEMLIFE_ROOT there) holding the smoke
+    profile, with extra 22_read_restore parameters."""
+    cfg = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+    cfg["notebooks"]["22_read_restore"].update(extra22)
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    (tmp_path / "configs" / "smoke.yaml").write_text(yaml.safe_dump(cfg))
+    return tmp_path
+
+
+def _all_roles_at(monkeypatch, server, model="fake-model"):
+    monkeypatch.setenv("MEMLIFE_BASE_URL", server.base_url)
+    monkeypatch.setenv("MEMLIFE_MODEL", model)
+
+
+def test_unknown_reader_exits_2_naming_the_accepted_ones(isolated_llm, capsys, tmp_path):
+    assert cli.main(["run", "--profile", "smoke", "--reader", "gold", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown reader 'gold'; accepted: llm" in err and "evidence-oracle" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_profile_exits_2(isolated_llm, capsys, tmp_path):
+    assert cli.main(["run", "--profile", "huge", "--reader", "llm", "--out", str(tmp_path / "o")]) == 2
+    assert "unknown profile 'huge'" in capsys.readouterr().err
+    # a known profile whose file lacks a notebook section is bad input too
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "smoke.yaml").write_text("common: {profile: smoke, seed: 0}\nnotebooks: {}\n")
+    assert cli.main(["run", "--profile", "smoke", "--out", str(tmp_path / "o")]) == 2
+    assert "notebooks.20_longmem_data" in capsys.readouterr().err
+
+
+def test_the_module_entry_point_exits_2_on_bad_input(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib"), "MEMLIFE_ROOT": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "memlife.restore", "run", "--profile", "smoke",
+                        "--reader", "noisy-oracle", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and "unknown reader 'noisy-oracle'" in p.stderr
+
+
+def test_run_with_the_llm_reader_writes_records(isolated_llm, fault_server, monkeypatch, tmp_path, capsys):
+    _root_with_profile(tmp_path, ablation_arms=True, judge_audit_items=8)
+    _all_roles_at(monkeypatch, fault_server)
+    monkeypatch.setenv("MEMLIFE_JUDGE_AUDIT_MODEL", "fake-audit")
+    out = tmp_path / "out"
+    assert cli.main(["run", "--profile", "smoke", "--reader", "llm", "--out", str(out)]) == 0
+    assert "records" in capsys.readouterr().out
+    rec = decompose.load_records(out / "records.parquet")
+    assert set(rec["arm"]) == set(decompose.ARMS)
+    assert set(rec["reader"]) == {"fake-model"}
+    assert set(rec["judge"]) == {"deterministic", "fake-model", "audit:fake-audit"}
+    audit = rec[rec["judge"] == "audit:fake-audit"]
+    # the fault server echoes the prompt: strict parsing gives no label, never a guess
+    assert len(audit) == 8 and audit["correct"].isna().all() and audit["judge_raw"].str.startswith("echo:").all()
+    p = pipeline.params("smoke")
+    ev = pd.read_parquet(out / "evictions.parquet")
+    assert sorted(ev["budget"].dropna().unique()) == sorted(p.budgets)
+    primary = rec[rec["judge"] != "audit:fake-audit"]
+    assert (primary["arm"] == "clean_gold").sum() == 2 * p.n_questions  # the scorer and the judge
+    # every read was a call to the endpoint: the embedded model was never needed
+    assert len(fault_server.received) > 0
+
+
+def test_a_reader_plugged_in_by_name_runs_without_changing_the_command(isolated_llm, fault_server, monkeypatch, tmp_path):
+    _root_with_profile(tmp_path, ablation_arms=True)
+    monkeypatch.setenv("MEMLIFE_SCORER_BASE_URL", fault_server.base_url)  # importance scores only
+    monkeypatch.setenv("MEMLIFE_SCORER_MODEL", "fake-scorer")
+    monkeypatch.setitem(pipeline.READERS, "evidence-oracle",
+                        lambda questions, histories, seed: EvidenceOracleTestReader(questions, histories))
+    out = tmp_path / "out"
+    assert cli.main(["run", "--profile", "smoke", "--reader", "evidence-oracle", "--out", str(out)]) == 0
+    rec = decompose.load_records(out / "records.parquet")
+    assert set(rec["reader"]) == {EvidenceOracleTestReader.model} and set(rec["judge"]) == {"deterministic"}
+    obs = decompose.observations(rec)
+    assert (decompose.decompose(obs)["residual"] == 0).all()
+    assert not obs.loc[obs["irreversible"] == 1, "restore_surviving_correct"].any()
+    assert not obs["placebo_correct"].any()
+
+
+def test_a_failed_model_call_exits_1(isolated_llm, fault_server, monkeypatch, tmp_path, capsys):
+    _root_with_profile(tmp_path)
+    _all_roles_at(monkeypatch, fault_server)
+    monkeypatch.setenv("MEMLIFE_MAX_RETRIES", "0")
+    monkeypatch.setattr(pipeline.arms, "read_all", lambda *a, **k: (_ for _ in ()).throw(
+        isolated_llm.LLMCallError("request abc: HTTP 400")))
+    assert cli.main(["run", "--profile", "smoke", "--out", str(tmp_path / "out")]) == 1
+    assert "a model call failed" in capsys.readouterr().err
