@@ -2,5 +2,8 @@
 per-question records, and the error decomposition (irreversible / recoverable / residual).
 
 Modules: :mod:`prompts` (Appendix D reader, judge and importance prompts), :mod:`arms` (the
-three arms' contexts, the reads and judging, the records in the DESIGN.md contract), :mod:`decompose` (the three-bin decomposition and its command), :mod:`analyses` (R1–R4, robustness, ablations).
+three arms' contexts and the ablation arms, the reads, judging and the judge audit, the records
+in the DESIGN.md contract), :mod:`decompose` (the three-bin decomposition and its command),
+:mod:`analyses` (R1–R4, robustness, ablations), :mod:`pipeline` (notebooks 20–22 as library
+calls, and the ``run`` command).
 """
