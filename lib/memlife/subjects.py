@@ -49,6 +49,12 @@ def label(name: str) -> str:
     return canonical(name) + _SUFFIX if is_reference(name) else name
 
 
+def row_name(what: str, reader: str) -> str:
+    """A results row's name: "ours: <what>" for a model's answers, "<label>: <what>" for a
+    subject's, so that no table puts a reference subject's row among the models'."""
+    return f"{label(reader)}: {what}" if is_reference(reader) else f"ours: {what}"
+
+
 # ----------------------------------------------------------------------------- seeded draws
 #
 # An item's draw must not depend on what else is in the run, on the order it is asked in, on
