@@ -211,14 +211,13 @@ def coverage(records: pd.DataFrame, noise: ref.Noise, *, reps: int, n_boot: int,
             clusters = g["instance_id"].to_numpy()[eligible.any(axis=0)]
             n_clusters = len(set(clusters))
             row = {**dict(zip(cells, keys)), "rate": rate, "planted": planted, "items": len(g),
-                   "clusters": n_clusters, "reps": reps, "distinct": distinct}
-            if n_clusters < min_clusters:
-                rows.append({**row, "coverage": np.nan})
-                continue
-            covered = ref.interval_coverage(hits, eligible, g["instance_id"].to_numpy(), planted,
-                                            n_boot=n_boot, seed=seed + 7919 * i + (rate == "confusion"), level=level)
-            rows.append({**row, "empirical": float(hits.sum() / max(1, eligible.sum())),
-                         "coverage": float(covered.mean())})
+                   "clusters": n_clusters, "reps": reps, "distinct": distinct,
+                   "empirical": float(hits.sum() / max(1, eligible.sum())), "coverage": np.nan}
+            if n_clusters >= min_clusters:
+                covered = ref.interval_coverage(hits, eligible, g["instance_id"].to_numpy(), planted, n_boot=n_boot,
+                                                seed=seed + 7919 * i + (rate == "confusion"), level=level)
+                row["coverage"] = float(covered.mean())
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -226,3 +225,38 @@ def pooled_coverage(cov: pd.DataFrame) -> float:
     """Mean coverage over the distinct cells that have one."""
     c = cov[cov["distinct"] & cov["coverage"].notna()]
     return float(c["coverage"].mean()) if len(c) else float("nan")
+
+
+SYSTEM_ORDER = ("long_context", "bm25_turn", "bm25_session", "mem0")
+
+
+def availability_figure(table: pd.DataFrame, x: str, order: list[str]):
+    """Bars of evidence availability with their clustered intervals: one panel per reader window
+    (rows) and setting (columns), `x` on the axis, one bar per system."""
+    import matplotlib.pyplot as plt
+
+    windows = sorted(table["reader_window"].unique())
+    settings = [s for s in systems.SETTINGS if s in set(table["setting"])]
+    present = [s for s in SYSTEM_ORDER if s in set(table["system"])]
+    fig, axes = plt.subplots(len(windows), len(settings), figsize=(5.5 * len(settings), 3.2 * len(windows)),
+                             sharey=True, squeeze=False)
+    width = 0.8 / max(1, len(present))
+    colors = plt.get_cmap("tab10")
+    for r, window in enumerate(windows):
+        for c, setting in enumerate(settings):
+            ax = axes[r][c]
+            cell = table[(table["reader_window"] == window) & (table["setting"] == setting)]
+            for k, name in enumerate(present):
+                d = cell[cell["system"] == name].set_index(x).reindex(order)
+                pos = np.arange(len(order)) + (k - (len(present) - 1) / 2) * width
+                err = np.vstack([d["available"] - d["low"], d["high"] - d["available"]])
+                ax.bar(pos, d["available"], width, color=colors(k), label=name,
+                       yerr=np.nan_to_num(err), capsize=2, error_kw={"lw": 0.8})
+            ax.set_xticks(np.arange(len(order)), order, rotation=30, ha="right", fontsize=8)
+            ax.set_ylim(0, 1.05)
+            ax.set_title(f"{setting.replace('_', '-')} setting, {window:,}-token reader window", fontsize=9)
+            if c == 0:
+                ax.set_ylabel("probes with all evidence\nhanded to the reader")
+    axes[0][-1].legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
