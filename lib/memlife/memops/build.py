@@ -131,3 +131,19 @@ def validate_file(path: Path) -> list[tuple[str, list[str]]]:
                 iid = obj.get("instance_id", f"{path}:{lineno}") if isinstance(obj, dict) else f"{path}:{lineno}"
                 bad.append((str(iid), [str(f) for f in failures]))
     return bad
+
+
+def load_or_build(params: BuildParams, out_dir: Path, progress: bool = True) -> list[Instance]:
+    """The dataset `params` describes: read from `out_dir` when its manifest records these very
+    parameters and its instances file still has the recorded SHA-256, else built there afresh.
+    The build is deterministic, so reading is the same as rebuilding, minus the time."""
+    from .schema import load_instances
+
+    out = Path(out_dir)
+    manifest, instances = out / "manifest.json", out / "instances.jsonl"
+    if manifest.is_file() and instances.is_file():
+        recorded = json.loads(manifest.read_text())
+        if (recorded.get("params") == json.loads(json.dumps(asdict(params)))
+                and recorded.get("sha256") == hashlib.sha256(instances.read_bytes()).hexdigest()):
+            return load_instances(instances)
+    return build(params, out, progress=progress).instances

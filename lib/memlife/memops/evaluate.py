@@ -52,6 +52,9 @@ class EvalConfig:
     mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
     extract_max_tokens: int = 384   # the cap on Mem0's and MemOS's own extraction calls
     judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
+    # "": the configured reader model reads. A reference subject's name (memlife.subjects: gold,
+    # evidence-oracle, noisy-oracle): it reads instead, with no model, through the model-free systems.
+    subject: str = ""
 
 
 # The EvalConfig fields that change an answer or a store; the others only choose what is asked.
@@ -61,6 +64,11 @@ ANSWER_FIELDS = ("seed", "top_k_turns", "top_k_sessions", "top_k_memories", "rea
 
 def run_key(cfg: "EvalConfig", reader_model: str) -> str:
     fields = {f: getattr(cfg, f) for f in ANSWER_FIELDS}
+    if cfg.subject:  # only then: a model run keeps the key (and the journal) it always had
+        from memlife import subjects as ref
+
+        fields["subject"] = ref.canonical(cfg.subject)
+        fields["noise"] = asdict(ref.Noise())
     blob = json.dumps({"reader": reader_model, **fields}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -214,8 +222,19 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     use_judge = cfg.judge if cfg.judge is not None else llm.judge_available()
     if use_judge and judge_client is None:
         judge_client = llm.get_client("judge")
-    reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens)
-    reader_model = str(getattr(reader_client, "model", "?"))
+    if cfg.subject:
+        from .subjects import MODEL_FREE_SYSTEMS, SubjectReader
+
+        needs_model = [s for s in cfg.systems if s not in MODEL_FREE_SYSTEMS]
+        if needs_model or cfg.mem0_infer:
+            raise ValueError(f"reference subject {cfg.subject!r} reads without a model: systems {needs_model} "
+                             f"and Mem0's LLM extraction need one (model-free: {MODEL_FREE_SYSTEMS}, mem0_infer=False)")
+        # The configured reader's client sets the window, so the subject sees what that model would.
+        reader = SubjectReader(reader_client, max_tokens=cfg.reader_max_tokens, subject=cfg.subject, seed=cfg.seed)
+        reader_model = reader.model
+    else:
+        reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens)
+        reader_model = str(getattr(reader_client, "model", "?"))
     chosen = select_instances(instances, cfg.max_instances)
     asked = select_probes(chosen, cfg.max_probes)
     key = run_key(cfg, reader_model)
@@ -242,11 +261,13 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                         system = systems.make_system(
                             name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
                             top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
-                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=cfg.mem0_infer,
+                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=False if cfg.subject else cfg.mem0_infer,
                             extract_max_tokens=cfg.extract_max_tokens)
                     history = systems.history_for(inst, setting)
                     system.ingest(history)
                     for probe in probes:
+                        if cfg.subject:
+                            reader.bind(inst, probe, name, setting)
                         ans = system.answer(history, probe.question)
                         rec = _record(name, setting, inst, probe, ans, reader_model)
                         rec["variant"] = getattr(system, "variant", "")

@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -95,7 +96,10 @@ class Answer:
     request_id: str = ""
 
 
+@lru_cache(maxsize=65_536)
 def _count(text: str) -> int:
+    # Every probe on one history fits the same lines again (a 60k-token history has ~3,200):
+    # counting each line once per history instead of once per probe.
     from memlife import tokens
 
     return tokens.count(text)
@@ -152,9 +156,14 @@ class Reader:
             {"role": "user", "content": f"## Memory\n{context}\n\n## Question\n{question}"},
         ]
 
-    def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> Answer:
+    def context(self, lines: list[str], question: str) -> tuple[str, int]:
+        """The memory text the reader is shown for these lines, and the tokens the fit dropped.
+        A reference subject (memops.subjects) reads exactly this, with no model call."""
         kept, dropped = self.fit(lines, question)
-        context = "\n".join(kept) if kept else "(no memory)"
+        return ("\n".join(kept) if kept else "(no memory)"), dropped
+
+    def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> Answer:
+        context, dropped = self.context(lines, question)
         obj, c = self.client.complete_json(
             self.messages(context, question), schema=MemOpsResponse, max_tokens=self.max_tokens,
             grammar_schema=self.grammar_schema(),
@@ -239,6 +248,10 @@ class BM25System:
         ids = self.retrieve(history, question)
         lines = [line for i in ids for line in units[i]]
         return self.reader.read(lines, question, retrieved=[str(i) for i in ids])
+
+    def release(self, history: History) -> None:
+        """Drop one history's index once its probes are answered."""
+        self._index.pop(history.history_id, None)
 
     def close(self) -> None:
         self._index.clear()
@@ -381,12 +394,17 @@ class Mem0System:
         texts = [h["memory"] for h in hits]
         return self.reader.read([f"- {t}" for t in texts], question, retrieved=texts)
 
+    def release(self, history: History) -> None:
+        """Close one history's store. Each open store holds its own embedder and Qdrant client,
+        so a run over hundreds of histories releases each one when its probes are answered."""
+        m = self._mem.pop(history.history_id, None)
+        client = getattr(getattr(m, "vector_store", None), "client", None)
+        if client is not None and hasattr(client, "close"):
+            client.close()
+
     def close(self) -> None:
-        for m in self._mem.values():
-            client = getattr(getattr(m, "vector_store", None), "client", None)
-            if client is not None and hasattr(client, "close"):
-                client.close()
-        self._mem.clear()
+        for hid in list(self._mem):
+            self.release(History(hid, "", ()))
         if self._proxy is not None:
             self._proxy.close()
             self._proxy = None
