@@ -143,7 +143,8 @@ results/notebooks/24_robustness.ipynb: results/notebooks/22_read_restore.ipynb
 nb = $(filter $(addprefix results/notebooks/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
 data: $(call nb,10_memops_build 20_longmem_data)
 run: $(call nb,12_memops_eval 21_eviction 22_read_restore)
-stats figures: $(call nb,11_memops_stats 13_memops_tables 23_decomposition 24_robustness)
+# 14_memops_controls builds its own paper-scale dataset offline: no notebook before it.
+stats figures: $(call nb,11_memops_stats 13_memops_tables 14_memops_controls 23_decomposition 24_robustness)
 
 reproduce: $(EXECUTED)
 	@$(PY) -c "import json,glob; u=[json.load(open(p)) for p in sorted(glob.glob('results/usage/[0-9]*.json'))]; \
