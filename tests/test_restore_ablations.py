@@ -12,7 +12,7 @@ import pytest
 
 from memlife import evict, longmem, units
 from memlife.restore import analyses, arms, decompose, pipeline
-from test_restore_pipeline import EvidenceOracleTestReader, FickleTestReader
+from test_restore_pipeline import FickleTestReader, evidence_oracle
 
 N_QUESTIONS, HISTORY_TOKENS, SEEDS = 6, 1500, [0, 1]
 K, CAP = 12, 300
@@ -106,7 +106,7 @@ def test_the_placebo_swaps_the_gold_for_stand_ins_of_its_size_and_place(grid):
 
 
 def test_under_the_evidence_oracle_the_ablation_arms_have_their_known_answers(grid):
-    reader = EvidenceOracleTestReader(grid.questions, grid.hist)
+    reader = evidence_oracle(grid.questions, grid.hist)
     rec = _records(grid, reader)
     assert set(rec["arm"]) == set(decompose.ARMS)
     obs = decompose.observations(rec)
@@ -142,7 +142,7 @@ def test_forced_gold_restore_surviving_answers_as_the_policy_arm_for_any_reader(
 
 
 def _oracle_records(grid):
-    return _records(grid, EvidenceOracleTestReader(grid.questions, grid.hist))
+    return _records(grid, evidence_oracle(grid.questions, grid.hist))
 
 
 def test_the_audit_sample_is_seeded_and_deterministic(grid):
@@ -160,7 +160,7 @@ def test_the_audit_sample_is_seeded_and_deterministic(grid):
 
 
 def test_the_audit_is_skipped_without_a_capable_endpoint(grid, isolated_llm, fault_server, monkeypatch):
-    reader = EvidenceOracleTestReader(grid.questions, grid.hist)
+    reader = evidence_oracle(grid.questions, grid.hist)
     got = pipeline.read_and_judge(grid.reads, grid.plan, grid.questions, reader, reader_max_tokens=600,
                                   judge_audit_items=20)
     assert got.audit_note.startswith("judge audit skipped: no endpoint is configured for the judge_audit role")
@@ -211,7 +211,7 @@ def test_the_audit_judge_regrades_the_sample_and_agreement_is_reported(grid, iso
     monkeypatch.setenv("MEMLIFE_JUDGE_AUDIT_BASE_URL", fault_server.base_url)
     monkeypatch.setenv("MEMLIFE_JUDGE_AUDIT_MODEL", "fake-audit")
     monkeypatch.setenv("MEMLIFE_JUDGE_AUDIT_MAX_RETRIES", "0")
-    reader = EvidenceOracleTestReader(grid.questions, grid.hist)
+    reader = evidence_oracle(grid.questions, grid.hist)
     rec = _oracle_records(grid)
     n = 30
     sample, det, audit_label, key = _script_audit(grid, fault_server, rec, n, seed=7, primary=False)
@@ -247,7 +247,7 @@ def test_with_a_primary_llm_judge_the_audit_pair_is_audit_versus_primary(grid, i
         monkeypatch.setenv(f"MEMLIFE_{role.upper()}_BASE_URL", fault_server.base_url)
         monkeypatch.setenv(f"MEMLIFE_{role.upper()}_MODEL", model)
         monkeypatch.setenv(f"MEMLIFE_{role.upper()}_MAX_RETRIES", "0")
-    reader = EvidenceOracleTestReader(grid.questions, grid.hist)
+    reader = evidence_oracle(grid.questions, grid.hist)
     rec = _oracle_records(grid)
     n = 24
     _, det, audit_label, key = _script_audit(grid, fault_server, rec, n, seed=3, primary=True)

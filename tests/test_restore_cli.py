@@ -12,7 +12,6 @@ import yaml
 
 from memlife.restore import __main__ as cli
 from memlife.restore import decompose, pipeline
-from test_restore_pipeline import EvidenceOracleTestReader
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,9 +32,9 @@ def _all_roles_at(monkeypatch, server, model="fake-model"):
 
 
 def test_unknown_reader_exits_2_naming_the_accepted_ones(isolated_llm, capsys, tmp_path):
-    assert cli.main(["run", "--profile", "smoke", "--reader", "gold", "--out", str(tmp_path / "o")]) == 2
+    assert cli.main(["run", "--profile", "smoke", "--reader", "oracle", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "unknown reader 'gold'; accepted: llm" in err and "evidence-oracle" in err
+    assert "unknown reader 'oracle'; accepted: llm, gold, evidence-oracle, noisy-oracle" in err
     assert not (tmp_path / "o").exists()
 
 
@@ -52,9 +51,9 @@ def test_unknown_profile_exits_2(isolated_llm, capsys, tmp_path):
 def test_the_module_entry_point_exits_2_on_bad_input(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "lib"), "MEMLIFE_ROOT": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "memlife.restore", "run", "--profile", "smoke",
-                        "--reader", "noisy-oracle", "--out", str(tmp_path)],
+                        "--reader", "noisy_oracle", "--out", str(tmp_path)],
                        capture_output=True, text=True, env=env, timeout=120)
-    assert p.returncode == 2 and "unknown reader 'noisy-oracle'" in p.stderr
+    assert p.returncode == 2 and "unknown reader 'noisy_oracle'" in p.stderr
 
 
 def test_run_with_the_llm_reader_writes_records(isolated_llm, fault_server, monkeypatch, tmp_path, capsys):
@@ -80,16 +79,14 @@ def test_run_with_the_llm_reader_writes_records(isolated_llm, fault_server, monk
     assert len(fault_server.received) > 0
 
 
-def test_a_reader_plugged_in_by_name_runs_without_changing_the_command(isolated_llm, fault_server, monkeypatch, tmp_path):
+def test_a_reference_subject_runs_by_name_without_changing_the_command(isolated_llm, fault_server, monkeypatch, tmp_path):
     _root_with_profile(tmp_path, ablation_arms=True)
     monkeypatch.setenv("MEMLIFE_SCORER_BASE_URL", fault_server.base_url)  # importance scores only
     monkeypatch.setenv("MEMLIFE_SCORER_MODEL", "fake-scorer")
-    monkeypatch.setitem(pipeline.READERS, "evidence-oracle",
-                        lambda questions, histories, seed: EvidenceOracleTestReader(questions, histories))
     out = tmp_path / "out"
     assert cli.main(["run", "--profile", "smoke", "--reader", "evidence-oracle", "--out", str(out)]) == 0
     rec = decompose.load_records(out / "records.parquet")
-    assert set(rec["reader"]) == {EvidenceOracleTestReader.model} and set(rec["judge"]) == {"deterministic"}
+    assert set(rec["reader"]) == {"evidence-oracle (reference)"} and set(rec["judge"]) == {"deterministic"}
     obs = decompose.observations(rec)
     assert (decompose.decompose(obs)["residual"] == 0).all()
     assert not obs.loc[obs["irreversible"] == 1, "restore_surviving_correct"].any()

@@ -2,59 +2,44 @@
 offline LongMemEval-format builder -> units -> eviction (every policy, the control included) ->
 ranking and injection -> reads -> records -> decomposition -> R3.
 
-The readers here are TEST readers, not the reference subjects of DESIGN.md: each answers from the
-prompt the pipeline built, so the identities below hold only if the contexts are the paper's.
+The evidence-oracle is the reference subject of DESIGN.md (memlife.restore.subjects); the fickle
+reader is a test reader built on it. Each answers from the prompt the pipeline built, so the
+identities below hold only if the contexts are the paper's.
 """
 import hashlib
 from types import SimpleNamespace
 
 import pytest
 
-from memlife import evict, longmem, retrieve, units
+from memlife import evict, longmem, units
+from memlife import subjects as ref
 from memlife.restore import analyses, arms, decompose
+from memlife.restore.subjects import SubjectReader
 
 N_QUESTIONS, HISTORY_TOKENS, SEEDS = 6, 1500, [0, 1]
 K, CAP = 12, 300  # the quick profile's k and injection cap
 
 
-class EvidenceOracleTestReader:
-    """A test reader: the gold answer exactly when every gold unit of the question is in the
-    context (its rendered line is in the prompt), else "I don't know"."""
-
-    model = "TEST-evidence-oracle"
-
-    def __init__(self, questions, histories):
-        self.questions = questions
-        self.gold_lines = {q.question_id: [retrieve.render([u]) for u in histories[q.question_id] if u.is_gold]
-                           for q in questions}
-
-    def question_of(self, prompt: str):
-        hits = [q for q in self.questions
-                if prompt.endswith(f"Question: {q.question}\nAnswer:") and q.question_date in prompt]
-        assert len(hits) == 1, "a prompt must name exactly one question"
-        return hits[0]
-
-    def has_evidence(self, prompt: str) -> bool:
-        q = self.question_of(prompt)
-        return all(f"\n{line}\n" in f"\n{prompt}\n" for line in self.gold_lines[q.question_id])
-
-    def answer(self, prompt: str) -> str:
-        return self.question_of(prompt).answer if self.has_evidence(prompt) else "I don't know"
-
-    def complete_many(self, reqs, desc=None):
-        return [SimpleNamespace(text=self.answer(r["messages"][1]["content"])) for r in reqs]
+def evidence_oracle(questions, histories) -> SubjectReader:
+    """The evidence-oracle reference subject (memlife.restore.subjects): the gold answer exactly
+    when every gold unit's rendered line is in the prompt, else "I don't know"."""
+    return SubjectReader(ref.EVIDENCE_ORACLE, questions, histories)
 
 
-class FickleTestReader(EvidenceOracleTestReader):
+class FickleTestReader(SubjectReader):
     """A test reader whose answer depends on the whole context, not only on the evidence: right
     only with the evidence *and* an even prompt hash. Any deterministic reader answers two
     identical contexts alike, so its forced-gold recoverable bin must be empty too."""
 
     model = "TEST-fickle"
 
-    def answer(self, prompt: str) -> str:
-        even = hashlib.sha256(prompt.encode()).digest()[0] % 2 == 0
-        return self.question_of(prompt).answer if self.has_evidence(prompt) and even else "I don't know"
+    def __init__(self, questions, histories):
+        super().__init__(ref.EVIDENCE_ORACLE, questions, histories)
+
+    def complete_many(self, reqs, desc=None):
+        replies = super().complete_many(reqs, desc)
+        even = [hashlib.sha256(r["messages"][1]["content"].encode()).digest()[0] % 2 == 0 for r in reqs]
+        return [a if e else SimpleNamespace(text="I don't know") for a, e in zip(replies, even)]
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +126,7 @@ def test_gold_alone_over_the_cap_keeps_all_gold_and_nothing_else(pipeline):
 
 
 def test_under_the_evidence_oracle_the_bins_are_the_known_answers(pipeline):
-    reader = EvidenceOracleTestReader(pipeline.questions, pipeline.hist)
+    reader = evidence_oracle(pipeline.questions, pipeline.hist)
     rec = _records(pipeline, reader)
     assert rec.loc[rec.arm == "clean_gold", "correct"].all()  # every question is oracle-answerable
     dec = decompose.decompose(decompose.observations(rec))
@@ -180,7 +165,7 @@ def test_forced_gold_has_no_recoverable_errors_for_any_deterministic_reader(pipe
 
 
 def test_r3_runs_the_control_on_real_records(pipeline):
-    reader = EvidenceOracleTestReader(pipeline.questions, pipeline.hist)
+    reader = evidence_oracle(pipeline.questions, pipeline.hist)
     obs = decompose.observations(_records(pipeline, reader))
     r3 = analyses.matched_accuracy(analyses.cell_bootstrap(obs, n_boot=200, seed=0), tolerance=0.02)
     control = r3[r3["comparison"] == "control"]

@@ -129,6 +129,16 @@ class Noise:
 MISS, CONFUSE, ANSWER = "miss", "confuse", "answer"
 
 
+def planted_masks(noise: Noise, seeds, miss_hashes, confuse_hashes, context_tokens,
+                  confusable) -> tuple[np.ndarray, np.ndarray]:
+    """(missed, confused) boolean arrays, shaped as `seeds` broadcast against the items: the two
+    draws of `outcomes` without the strings, for simulations that redraw millions of items.
+    `seeds` of shape (R, 1) give R x N; seeds of shape (N,) give one seed per item."""
+    missed = uniforms(seeds, miss_hashes) < noise.miss_rate(np.asarray(context_tokens, dtype=np.float64))
+    confused = ~missed & np.asarray(confusable, dtype=bool) & (uniforms(seeds, confuse_hashes) < noise.confusion)
+    return missed, confused
+
+
 def outcomes(noise: Noise, seeds, miss_hashes, confuse_hashes, context_tokens, confusable) -> np.ndarray:
     """What the noisy oracle does with each item under each seed: an R x N array of MISS,
     CONFUSE or ANSWER for R seeds and N items.
@@ -137,8 +147,7 @@ def outcomes(noise: Noise, seeds, miss_hashes, confuse_hashes, context_tokens, c
     `miss_hashes` and `confuse_hashes` are the items' `key_hash`es for the two draws.
     """
     seeds = np.asarray(seeds).reshape(-1, 1)
-    missed = uniforms(seeds, miss_hashes) < noise.miss_rate(np.asarray(context_tokens, dtype=np.float64))
-    confused = ~missed & np.asarray(confusable, dtype=bool) & (uniforms(seeds, confuse_hashes) < noise.confusion)
+    missed, confused = planted_masks(noise, seeds, miss_hashes, confuse_hashes, context_tokens, confusable)
     out = np.full(missed.shape, ANSWER, dtype=object)
     out[missed] = MISS
     out[confused] = CONFUSE

@@ -12,8 +12,9 @@ embedded model unless an endpoint is configured). A reader is any object with a 
 attribute (the name the records' ``reader`` column carries) and
 ``complete_many(requests, desc=...)`` returning objects with ``.text`` in request order, each
 request holding the reader prompt's ``messages``. The reference subjects of DESIGN.md (``gold``,
-``evidence-oracle``, ``noisy-oracle``, from :mod:`memlife.subjects`) plug in as further entries
-of :data:`READERS`; the command does not change.
+``evidence-oracle``, ``noisy-oracle``; :mod:`memlife.restore.subjects`) are further entries of
+:data:`READERS`: no model reads, and the records' ``reader`` is the subject's label
+("gold (reference)"). The importance policy still asks the ``scorer`` role for its scores.
 """
 from __future__ import annotations
 
@@ -26,13 +27,11 @@ import pandas as pd
 from memlife import config, evict, llm, longmem, units
 from memlife.evict import Eviction
 from memlife.longmem import Question
-from memlife.restore import arms
+from memlife import subjects as ref
+from memlife.restore import arms, subjects
 from memlife.units import Unit
 
 NOTEBOOKS = ("20_longmem_data", "21_eviction", "22_read_restore")
-# The reference subjects DESIGN.md names; listed in the unknown-reader message until they are
-# registered in READERS.
-PLANNED_SUBJECTS = ("gold", "evidence-oracle", "noisy-oracle")
 
 
 def _llm_reader(questions: Sequence[Question], histories: Mapping[str, Sequence[Unit]], seed: int):
@@ -40,7 +39,7 @@ def _llm_reader(questions: Sequence[Question], histories: Mapping[str, Sequence[
 
 
 # name -> factory(questions, histories, seed) -> reader (see the module docstring).
-READERS: dict[str, Callable] = {"llm": _llm_reader}
+READERS: dict[str, Callable] = {"llm": _llm_reader, **{name: subjects.factory(name) for name in ref.SUBJECTS}}
 
 
 class UnknownReader(ValueError):
@@ -50,9 +49,7 @@ class UnknownReader(ValueError):
 def reader_factory(name: str) -> Callable:
     if name in READERS:
         return READERS[name]
-    planned = [s for s in PLANNED_SUBJECTS if s not in READERS]
-    note = (f" (the reference subjects {', '.join(planned)} are not available yet)" if planned else "")
-    raise UnknownReader(f"unknown reader {name!r}; accepted: {', '.join(READERS)}{note}")
+    raise UnknownReader(f"unknown reader {name!r}; accepted: {', '.join(READERS)}")
 
 
 @dataclass(frozen=True)
