@@ -1,0 +1,351 @@
+"""The restore audit's reference subjects over a whole grid, offline (notebook 25).
+
+`build_grid` runs notebooks 20–22's code path up to the reads — builder, units, every model-free
+eviction policy, ranking, injection, both regimes, restore and ablation arms — and `read` reads
+it with a reference subject (`memlife.restore.subjects`) into records in the DESIGN.md contract.
+From there:
+
+* `evidence_oracle_expected` — what the evidence-oracle's decomposition must be, counted from the
+  evictions and the contexts alone (never from the records);
+* `Design` / `planted` — the noisy oracle's planted decomposition, exact: every distinct context
+  has a known probability of a right answer, and an observation's bins follow from its clean,
+  policy and restore contexts (identical contexts answer alike);
+* `coverage` — how often the question-clustered 95% intervals of the bin shares cover the planted
+  shares over repeated simulations.
+
+Why the simulation redraws the questions as well as the noise: eviction makes the questions very
+unequal (whether gold was lost is a property of the question, cell and seed, not a coin flip), and
+a question-clustered interval is an interval for the population the questions are drawn from. Held
+fixed, those questions would leave only the reader's noise to vary, and every interval would be
+conservative by the between-question spread — the coverage check could not tell a right interval
+from a too-wide one. So each repetition draws the questions with replacement from the grid's
+questions (the population; the planted shares are its ratios of expected counts) and draws fresh
+noise for every drawn copy, with the subject's own draw (`memlife.subjects.planted_masks`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from memlife import evict, longmem, units
+from memlife import subjects as ref
+from memlife.evict import Eviction
+from memlife.longmem import Question
+from memlife.restore import arms, pipeline
+from memlife.restore.subjects import SubjectReader, key_hashes
+from memlife.units import Unit
+
+# Every policy that needs no model. LLM-importance asks the scorer for a score per distinct unit
+# text (~235,000 at the quick profile's scale): a model call each, which a reference run has not.
+MODEL_FREE_POLICIES = ("fifo", "random", "redundancy", evict.NO_EVICT, evict.CONTROL)
+CELL = ("policy", "budget", "regime")
+BINS = ("n_errors", "irreversible", "recoverable", "residual")
+SHARES = {"irreversible_share": "irreversible", "recoverable_share": "recoverable", "residual_share": "residual"}
+
+
+@dataclass
+class GridConfig:
+    n_questions: int
+    history_tokens: int
+    budgets: list[int]
+    seeds: list[int]
+    k: int
+    restore_cap: int
+    seed: int = 0
+    policies: list[str] = field(default_factory=lambda: list(MODEL_FREE_POLICIES))
+    ablation_arms: bool = True
+
+
+@dataclass
+class Grid:
+    questions: list[Question]
+    histories: dict[str, list[Unit]]
+    evictions: list[Eviction]
+    reads: list[arms.Read]
+    plan: arms.ReadPlan
+
+
+def build_grid(cfg: GridConfig) -> Grid:
+    """The offline LongMemEval-format data, the eviction grid and every read, with notebook 22's
+    construction checks (`pipeline.check_reads`)."""
+    bad = [p for p in cfg.policies if p not in MODEL_FREE_POLICIES]
+    if bad:
+        raise ValueError(f"{bad} need a model; model-free policies: {MODEL_FREE_POLICIES}")
+    questions = [longmem.to_question(r) for r in longmem.build(cfg.n_questions, cfg.history_tokens, seed=cfg.seed)]
+    histories = {q.question_id: units.units_of(q) for q in questions}
+    evictions = evict.evict_grid(histories, list(cfg.policies), list(cfg.budgets), list(cfg.seeds))
+    reads, plan = pipeline.plan_grid(questions, evictions, k=cfg.k, restore_cap=cfg.restore_cap,
+                                     ablation_arms=cfg.ablation_arms)
+    pipeline.check_reads(reads, questions, cfg.restore_cap)
+    return Grid(questions, histories, evictions, reads, plan)
+
+
+def read(grid: Grid, subject: str, *, seed: int = 0, noise: ref.Noise | None = None) -> tuple[pd.DataFrame, SubjectReader]:
+    """Records of one subject over the grid (deterministic scorer), and the reader (its `answers`)."""
+    reader = SubjectReader(subject, grid.questions, grid.histories, seed=seed, noise=noise)
+    answers = arms.read_all(grid.plan, reader, desc=reader.model)
+    return arms.records(grid.reads, answers, {q.question_id: q for q in grid.questions}, reader.model), reader
+
+
+# ----------------------------------------------------------------------------- evidence-oracle
+
+
+def _gold(grid: Grid) -> dict[str, frozenset[str]]:
+    return {qid: units.gold_ids(us) for qid, us in grid.histories.items()}
+
+
+def evidence_oracle_expected(grid: Grid) -> pd.DataFrame:
+    """Per policy x budget x regime, the evidence-oracle's bins from the evictions and contexts:
+    an observation (question x seed) is an error exactly when some gold unit is missing from its
+    policy context; irreversible exactly when a gold unit was evicted (then it is missing from
+    every policy context: `lost_gold` = irreversible); recoverable when all gold survived but
+    retrieval left some out; residual never (the restore injects all gold)."""
+    gold = _gold(grid)
+    lost = {(e.question_id, e.policy, e.budget, e.seed): bool(gold[e.question_id] & set(e.evicted))
+            for e in grid.evictions}
+    rows = []
+    for r in grid.reads:
+        if r.arm != "policy":
+            continue
+        gone = lost[(r.question_id, r.policy, r.budget, r.seed)]
+        missing = not gold[r.question_id] <= set(r.unit_ids)
+        rows.append({"policy": r.policy, "budget": r.budget, "regime": r.regime, "n_observations": 1,
+                     "lost_gold": int(gone), "n_errors": int(missing), "irreversible": int(missing and gone),
+                     "recoverable": int(missing and not gone), "residual": 0})
+    return pd.DataFrame(rows).groupby(list(CELL), sort=True).sum().reset_index()
+
+
+# ----------------------------------------------------------------------------- the noisy oracle's design
+
+
+@dataclass
+class Design:
+    """The grid as the noisy oracle meets it. Reads: the distinct (question, prompt) contexts.
+    Observations: question x cell x seed, pointing at their clean, policy and restore reads by
+    position within their question's reads (so a redrawn copy of a question finds its own)."""
+
+    cells: pd.DataFrame          # C rows: policy, budget, regime; `distinct` False for a repeat
+    question_ids: np.ndarray     # Q
+    read_q: np.ndarray           # N: question index of each read, reads sorted by question
+    read_ptr: np.ndarray         # Q + 1: reads of question q are read_ptr[q]:read_ptr[q + 1]
+    available: np.ndarray        # N
+    context_tokens: np.ndarray   # N
+    miss_hash: np.ndarray        # N
+    confuse_hash: np.ndarray     # N
+    obs_q: np.ndarray            # O, observations sorted by question
+    obs_ptr: np.ndarray          # Q + 1
+    obs_cell: np.ndarray         # O
+    obs_local: np.ndarray        # O x 3: clean, policy, restore read, local to the question's reads
+    obs_evicted: np.ndarray      # O: a gold unit was evicted
+    obs_key: pd.DataFrame        # O rows: question_id, policy, budget, regime, seed
+
+
+def design(grid: Grid) -> Design:
+    gold = _gold(grid)
+    qids = np.array(sorted(grid.histories))
+    qindex = {q: i for i, q in enumerate(qids)}
+    distinct: dict[tuple[str, str], int] = {}
+    read_rows = []
+    for r in grid.reads:
+        key = (r.question_id, r.prompt)
+        if key not in distinct:
+            distinct[key] = len(read_rows)
+            read_rows.append((qindex[r.question_id], gold[r.question_id] <= set(r.unit_ids), r.context_tokens,
+                              r.question_id, r.prompt))
+    order = sorted(range(len(read_rows)), key=lambda i: (read_rows[i][0], i))
+    new_pos = np.empty(len(order), dtype=np.int64)
+    new_pos[order] = np.arange(len(order))
+    rq = np.array([read_rows[i][0] for i in order], dtype=np.int64)
+    ptr = np.searchsorted(rq, np.arange(len(qids) + 1))
+    miss_h, conf_h = key_hashes([read_rows[i][3] for i in order], [read_rows[i][4] for i in order])
+
+    def local(r: arms.Read) -> int:
+        return int(new_pos[distinct[(r.question_id, r.prompt)]] - ptr[qindex[r.question_id]])
+
+    clean = {r.question_id: r for r in grid.reads if r.arm == "clean_gold"}
+    restore = {(r.question_id, r.policy, r.budget, r.seed, r.regime): r for r in grid.reads if r.arm == "restore"}
+    cell_index: dict[tuple, int] = {}
+    obs = []
+    for r in grid.reads:
+        if r.arm != "policy":
+            continue
+        cell = (r.policy, r.budget, r.regime)
+        c = cell_index.setdefault(cell, len(cell_index))
+        rs = restore[(r.question_id, r.policy, r.budget, r.seed, r.regime)]
+        obs.append((qindex[r.question_id], c, local(clean[r.question_id]), local(r), local(rs),
+                    (r.n_gold_evicted or 0) > 0, r.question_id, r.policy, r.budget, r.regime, r.seed))
+    obs.sort(key=lambda o: (o[0], o[1], o[10]))
+    oq = np.array([o[0] for o in obs], dtype=np.int64)
+    cells = pd.DataFrame(list(cell_index), columns=list(CELL))
+    d = Design(
+        cells=cells, question_ids=qids, read_q=rq, read_ptr=ptr,
+        available=np.array([read_rows[i][1] for i in order], dtype=bool),
+        context_tokens=np.array([read_rows[i][2] for i in order], dtype=np.float64),
+        miss_hash=miss_h, confuse_hash=conf_h, obs_q=oq, obs_ptr=np.searchsorted(oq, np.arange(len(qids) + 1)),
+        obs_cell=np.array([o[1] for o in obs], dtype=np.int64),
+        obs_local=np.array([o[2:5] for o in obs], dtype=np.int64).reshape(-1, 3),
+        obs_evicted=np.array([o[5] for o in obs], dtype=bool),
+        obs_key=pd.DataFrame([o[6:] for o in obs], columns=["question_id", "policy", "budget", "regime", "seed"]),
+    )
+    # A cell that repeats another (no_evict keeps everything at every budget) is one experiment.
+    seen: set = set()
+    flags = []
+    for c in range(len(cells)):
+        m = d.obs_cell == c
+        sig = (d.obs_q[m].tobytes(), d.obs_local[m].tobytes(), d.obs_evicted[m].tobytes(), cells.loc[c, "regime"])
+        flags.append(sig not in seen)
+        seen.add(sig)
+    d.cells["distinct"] = flags
+    return d
+
+
+def success_probability(d: Design, noise: ref.Noise) -> np.ndarray:
+    """Per read: the probability that the noisy oracle answers it right, available x (1 - miss) x
+    (1 - confusion) — `planted_masks`' two draws, every question confusable."""
+    return d.available * (1.0 - noise.miss_rate(d.context_tokens)) * (1.0 - noise.confusion)
+
+
+def _global(d: Design) -> np.ndarray:
+    return d.read_ptr[d.obs_q][:, None] + d.obs_local  # O x 3 read indices
+
+
+def expected_bins(d: Design, noise: ref.Noise) -> pd.DataFrame:
+    """Per observation, the exact expectation of every bin (oracle-answerable, errors,
+    irreversible, recoverable, residual, policy correct). The clean, policy and restore answers
+    are independent draws unless two of them are the same context, which then answers alike: the
+    joint law is summed over the eight (clean, policy, restore) outcomes, each consistent one the
+    product over its distinct contexts."""
+    s = success_probability(d, noise)
+    ids = _global(d)
+    out = {k: np.zeros(len(ids)) for k in ("n_oracle_answerable", *BINS, "n_correct")}
+    for c in (0, 1):
+        for p in (0, 1):
+            for r in (0, 1):
+                vals = (c, p, r)
+                prob = np.ones(len(ids))
+                for i in range(3):
+                    dup = np.zeros(len(ids), dtype=bool)
+                    for j in range(i):
+                        same = ids[:, i] == ids[:, j]
+                        prob = np.where(same & (vals[i] != vals[j]), 0.0, prob)
+                        dup |= same
+                    si = s[ids[:, i]]
+                    prob = prob * np.where(dup, 1.0, si if vals[i] else 1.0 - si)
+                out["n_oracle_answerable"] += prob * c
+                out["n_correct"] += prob * p
+                if c and not p:
+                    out["n_errors"] += prob
+                    if r:
+                        out["irreversible"] += prob * d.obs_evicted
+                        out["recoverable"] += prob * ~d.obs_evicted
+                    else:
+                        out["residual"] += prob
+    return pd.DataFrame(out)
+
+
+def planted(d: Design, noise: ref.Noise, min_clusters: int = 1) -> pd.DataFrame:
+    """Per cell: expected counts and the planted bin shares (ratios of expected counts over the
+    grid's questions). `checkable` per share: not an identity (planted strictly between 0 and 1)
+    and at least `min_clusters` questions with an expected count both in the bin and outside it."""
+    e = expected_bins(d, noise)
+    e["cell"], e["q"] = d.obs_cell, d.obs_q
+    per_q = e.groupby(["cell", "q"]).sum()
+    tot = per_q.groupby("cell").sum()
+    out = d.cells.copy()
+    for col in ("n_oracle_answerable", *BINS, "n_correct"):
+        out[f"expected_{col}"] = tot[col].reindex(range(len(out))).to_numpy()
+    for share, num in SHARES.items():
+        out[share] = out[f"expected_{num}"] / out["expected_n_errors"].where(out["expected_n_errors"] > 0)
+        inside = (per_q[num] > 1e-12).groupby("cell").sum().reindex(range(len(out))).to_numpy()
+        outside = ((per_q["n_errors"] - per_q[num]) > 1e-12).groupby("cell").sum().reindex(range(len(out))).to_numpy()
+        p = out[share].to_numpy()
+        out[f"{share}_checkable"] = (p > 1e-9) & (p < 1 - 1e-9) & (np.minimum(inside, outside) >= min_clusters)
+    return out
+
+
+def correct_at(d: Design, noise: ref.Noise, seed: int) -> np.ndarray:
+    """Per read, whether the noisy oracle run at `seed` answers it right (the realised run)."""
+    missed, confused = ref.planted_masks(noise, np.uint64(seed), d.miss_hash, d.confuse_hash, d.context_tokens,
+                                         np.ones(len(d.available), dtype=bool))
+    return d.available & ~missed & ~confused
+
+
+def _expand(ptr: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of clusters `idx` (CSR `ptr`), and each row's position in `idx`."""
+    lengths = ptr[idx + 1] - ptr[idx]
+    pos = np.repeat(np.arange(len(idx)), lengths)
+    starts = np.cumsum(lengths) - lengths
+    rows = ptr[idx][pos] + np.arange(lengths.sum()) - starts[pos]
+    return rows, pos
+
+
+def simulate(d: Design, noise: ref.Noise, rep_seeds: Sequence[int], *, resample: bool = True,
+             rng: np.random.Generator | None = None) -> np.ndarray:
+    """Bin counts of repeated runs: R x len(BINS) x C x Q (uint8: at most one observation per seed).
+
+    Each repetition draws Q questions with replacement (`resample`; else the grid's questions, in
+    order) and, for the copy at position j, fresh noise with seed rep_seed x (Q + 1) + j + 1, so
+    that two copies of one question are independent readers' answers."""
+    Q, C = len(d.question_ids), len(d.cells)
+    rng = rng or np.random.default_rng(0)
+    out = np.zeros((len(rep_seeds), len(BINS), C, Q), dtype=np.uint8)
+    for ri, rs in enumerate(rep_seeds):
+        idx = rng.integers(0, Q, size=Q) if resample else np.arange(Q)
+        rows, pos = _expand(d.read_ptr, idx)
+        seeds = np.uint64(rs) * np.uint64(Q + 1) + pos.astype(np.uint64) + np.uint64(1)
+        missed, confused = ref.planted_masks(noise, seeds, d.miss_hash[rows], d.confuse_hash[rows],
+                                             d.context_tokens[rows], np.ones(len(rows), dtype=bool))
+        right = d.available[rows] & ~missed & ~confused
+        start = np.cumsum(d.read_ptr[idx + 1] - d.read_ptr[idx]) - (d.read_ptr[idx + 1] - d.read_ptr[idx])
+        orows, opos = _expand(d.obs_ptr, idx)
+        at = start[opos][:, None] + d.obs_local[orows]
+        c, p, r = right[at[:, 0]], right[at[:, 1]], right[at[:, 2]]
+        err = c & ~p
+        ev = d.obs_evicted[orows]
+        flat = d.obs_cell[orows] * Q + opos
+        for b, hit in enumerate((err, err & r & ev, err & r & ~ev, err & ~r)):
+            out[ri, b] = np.bincount(flat, weights=hit, minlength=C * Q).reshape(C, Q).astype(np.uint8)
+    return out
+
+
+def coverage(d: Design, noise: ref.Noise, *, reps: int, n_boot: int, seed: int, level: float = 0.95,
+             min_clusters: int = 20, block: int = 250) -> pd.DataFrame:
+    """Per cell and bin share: over `reps` simulated runs (fresh seeds, never the run's own; the
+    questions redrawn, see the module docstring), the share whose question-clustered percentile
+    interval covers the planted share. Shares that are identities (planted 0 or 1) or rest on fewer
+    than `min_clusters` questions get no coverage."""
+    plant = planted(d, noise, min_clusters)
+    rng = np.random.default_rng([seed, 25])
+    covered: dict[tuple[int, str], list[np.ndarray]] = {}
+    empirical: dict[tuple[int, str], list[float]] = {}
+    for b0 in range(0, reps, block):
+        rep_seeds = [seed + 1 + r for r in range(b0, min(reps, b0 + block))]
+        sims = simulate(d, noise, rep_seeds, rng=rng).astype(np.float64)
+        for c in range(len(d.cells)):
+            den = sims[:, 0, c, :]
+            for share, num_name in SHARES.items():
+                num = sims[:, BINS.index(num_name), c, :]
+                empirical.setdefault((c, share), []).append(float(num.sum() / max(1.0, den.sum())) * len(rep_seeds))
+                if not plant.loc[c, f"{share}_checkable"]:
+                    continue
+                covered.setdefault((c, share), []).append(ref.interval_coverage(
+                    num, den, np.arange(den.shape[1]), plant.loc[c, share], n_boot=n_boot,
+                    seed=seed + 7919 * c + 31 * b0 + list(SHARES).index(share), level=level))
+    rows = []
+    for c in range(len(d.cells)):
+        for share in SHARES:
+            cov = covered.get((c, share))
+            rows.append({**d.cells.loc[c, list(CELL)].to_dict(), "share": share, "planted": plant.loc[c, share],
+                         "empirical": sum(empirical[(c, share)]) / reps, "reps": reps,
+                         "distinct": bool(d.cells.loc[c, "distinct"]),
+                         "coverage": float(np.concatenate(cov).mean()) if cov else np.nan})
+    return pd.DataFrame(rows)
+
+
+def pooled_coverage(cov: pd.DataFrame) -> float:
+    """Mean coverage over the distinct cells and shares that have one."""
+    c = cov[cov["distinct"] & cov["coverage"].notna()]
+    return float(c["coverage"].mean()) if len(c) else float("nan")

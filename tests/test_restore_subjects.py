@@ -1,0 +1,218 @@
+"""The restore audit's reference subjects through the real pipeline (builder -> units -> every
+model-free policy -> ranking and injection -> reads -> records -> decomposition), and the noisy
+oracle's planted decomposition: exact, reproduced by the subject, covered by the intervals."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memlife import evict
+from memlife import subjects as ref
+from memlife.restore import analyses, arms, controls, decompose, pipeline, prompts
+from memlife.restore import subjects as rsub
+
+HISTORY_TOKENS = 1500
+NOISE = ref.Noise(miss_base=0.05, miss_slope_per_1k=0.05, miss_cap=0.5, confusion=0.1)
+
+
+@pytest.fixture(scope="module")
+def grid():
+    cfg = controls.GridConfig(n_questions=12, history_tokens=HISTORY_TOKENS,
+                              budgets=arms.scaled_budgets(HISTORY_TOKENS), seeds=[0, 1], k=12, restore_cap=300)
+    return controls.build_grid(cfg)
+
+
+@pytest.fixture(scope="module")
+def design(grid):
+    return controls.design(grid)
+
+
+def _dec(records):
+    return decompose.decompose(decompose.observations(records))
+
+
+# ----------------------------------------------------------------------------- the prompt seam
+
+
+def test_the_subject_reads_question_and_snippets_back_out_of_the_prompt(grid):
+    r = next(r for r in grid.reads if r.arm == "restore")
+    q = next(q for q in grid.questions if q.question_id == r.question_id)
+    today, snippets, question = rsub.split_prompt(r.prompt)
+    assert (today, question) == (q.question_date, q.question)
+    assert prompts.READER_USER.format(today=today, snippets=snippets, question=question) == r.prompt
+    for bad in ("Question: x\nAnswer:", r.prompt + " ", r.prompt.replace("Today's date", "Date")):
+        with pytest.raises(ValueError, match="not a reader prompt"):
+            rsub.split_prompt(bad)
+    reader = rsub.SubjectReader("gold", grid.questions, grid.histories)
+    with pytest.raises(ValueError, match="no question"):
+        reader.question_of(prompts.READER_USER.format(today="2020/01/01 (Wed) 10:00", snippets="", question="?"))
+
+
+def test_abstention_and_the_planted_wrong_answer_are_scored_wrong_for_every_question(grid):
+    for q in grid.questions:
+        assert arms.deterministic_correct(q.answer, q.answer)
+        assert not arms.deterministic_correct(q.answer, rsub.ABSTENTION)
+        assert not arms.deterministic_correct(q.answer, rsub.WRONG_ANSWER)
+
+
+def test_subjects_are_registered_readers_and_labelled_as_references(grid):
+    for name in ref.SUBJECTS:
+        reader = pipeline.reader_factory(name)(grid.questions, grid.histories, 0)
+        assert reader.model == f"{name} (reference)" and ref.is_reference(reader.model)
+
+
+# ----------------------------------------------------------------------------- gold and the evidence-oracle
+
+
+def test_gold_makes_no_error_in_any_cell_or_arm(grid):
+    rec, _ = controls.read(grid, "gold")
+    assert set(rec["reader"]) == {"gold (reference)"} and set(rec["arm"]) == set(arms.ARMS)
+    assert rec["correct"].all()
+    dec = _dec(rec)
+    assert (dec["n_errors"] == 0).all() and (dec["n_oracle_answerable"] == dec["n_observations"]).all()
+    assert set(dec["policy"]) == set(controls.MODEL_FREE_POLICIES)
+
+
+def test_evidence_oracle_identities(grid):
+    rec, reader = controls.read(grid, "evidence-oracle")
+    dec = _dec(rec)
+    assert (dec["residual"] == 0).all()
+    assert (dec.loc[dec["regime"] == "forced_gold", "recoverable"] == 0).all()
+    # irreversible = observations (question x seed) that lost a gold unit, counted here from the
+    # evictions alone: under this subject losing gold always makes the policy arm wrong
+    lost = {}
+    for e in grid.evictions:
+        gold = {u.unit_id for u in grid.histories[e.question_id] if u.is_gold}
+        lost[(e.policy, e.budget)] = lost.get((e.policy, e.budget), 0) + bool(gold & set(e.evicted))
+    for row in dec.itertuples():
+        assert row.irreversible == lost[(row.policy, row.budget)], row
+        assert row.n_errors == row.irreversible + row.recoverable
+    assert dec["irreversible"].sum() > 0 and dec.loc[dec["regime"] == "topk", "recoverable"].sum() > 0
+    exp = controls.evidence_oracle_expected(grid)
+    m = dec.merge(exp, on=list(controls.CELL), suffixes=("", "_expected"))
+    assert len(m) == len(dec)
+    for col in ("n_errors", "irreversible", "recoverable", "residual"):
+        assert (m[col] == m[f"{col}_expected"]).all(), col
+    # the subject abstains exactly where a gold unit is missing from the context
+    gold_lines = {q.question_id: [u for u in grid.histories[q.question_id] if u.is_gold] for q in grid.questions}
+    for r in grid.reads[:400]:
+        a = reader.answers[r.prompt]
+        assert a.available == ({u.unit_id for u in gold_lines[r.question_id]} <= set(r.unit_ids))
+    # the ablation: evicted gold is what the surviving-gold restore lacks, and the placebo holds no gold
+    obs = decompose.observations(rec)
+    assert not obs.loc[obs["irreversible"] == 1, "restore_surviving_correct"].any()
+    assert not obs["placebo_correct"].any()
+
+
+def test_the_destructive_control_differs_in_every_r3_contrast(grid):
+    rec, _ = controls.read(grid, "evidence-oracle")
+    r3 = analyses.matched_accuracy(analyses.cell_bootstrap(decompose.observations(rec), n_boot=1000, seed=0),
+                                   tolerance=0.02)
+    ctl = r3[r3["comparison"] == "control"]
+    # fifo, random and redundancy at each budget (importance needs a model)
+    assert len(ctl) == 3 * len(arms.scaled_budgets(HISTORY_TOKENS))
+    assert (ctl["difference"] > 0).all() and ctl["dissociates"].all()
+
+
+# ----------------------------------------------------------------------------- the noisy oracle
+
+
+def test_noisy_oracle_is_deterministic_and_its_run_is_the_design_at_its_seed(grid, design):
+    rec, reader = controls.read(grid, "noisy-oracle", seed=3, noise=NOISE)
+    rec2, _ = controls.read(grid, "noisy-oracle", seed=3, noise=NOISE)
+    other, _ = controls.read(grid, "noisy-oracle", seed=4, noise=NOISE)
+    assert rec.equals(rec2) and not rec["correct"].equals(other["correct"])
+    # every distinct context (found by its draw's hash): the subject answers it right exactly
+    # where the design's draw at the run's seed says so
+    right = dict(zip(design.miss_hash.tolist(), controls.correct_at(design, NOISE, 3)))
+    contexts = {(r.question_id, r.prompt) for r in grid.reads}
+    assert len(contexts) == len(right)
+    qids, prompts_ = zip(*sorted(contexts))
+    miss_h, _ = rsub.key_hashes(qids, prompts_)
+    for h, p in zip(miss_h.tolist(), prompts_):
+        assert right[h] == (reader.answers[p].outcome == ref.ANSWER)
+    # the noise acts only where the evidence is: an unavailable context is never right
+    assert not controls.correct_at(design, NOISE, 3)[~design.available].any()
+    outcomes = pd.Series([a.outcome for a in reader.answers.values()]).value_counts()
+    assert outcomes.get(ref.MISS, 0) > 0 and outcomes.get(ref.CONFUSE, 0) > 0
+
+
+def test_planted_rates_are_reproduced_by_the_subjects_own_draws(design):
+    # the draw behind each context: over many seeds, the share of right answers among available
+    # contexts is the mean planted success probability, and misses grow with the context length
+    seeds = np.arange(2000)
+    missed, confused = ref.planted_masks(NOISE, seeds[:, None], design.miss_hash, design.confuse_hash,
+                                         design.context_tokens, np.ones(len(design.available), dtype=bool))
+    av = design.available
+    planted_miss = NOISE.miss_rate(design.context_tokens[av])
+    assert abs(missed[:, av].mean() - planted_miss.mean()) < 0.005
+    assert abs(confused[:, av].sum() / (~missed[:, av]).sum() - NOISE.confusion) < 0.005
+    long_ = design.context_tokens[av] > np.median(design.context_tokens[av])
+    assert missed[:, av][:, long_].mean() > missed[:, av][:, ~long_].mean() + 0.005
+
+
+def test_expected_bins_are_exact(design):
+    # Monte Carlo over the questions as they are (no resampling) converges on the exact expectation
+    sims = controls.simulate(design, NOISE, range(1, 1201), resample=False).astype(float)
+    mc = sims.sum(axis=3).mean(axis=0)  # bins x cells
+    plant = controls.planted(design, NOISE)
+    for b, name in enumerate(controls.BINS):
+        exact = plant[f"expected_{name}"].to_numpy()
+        sd = np.sqrt(sims.sum(axis=3)[:, b, :].var(axis=0) / sims.shape[0])
+        assert (np.abs(mc[b] - exact) <= 4.5 * sd + 1e-9).all(), name
+    # identities in the planted values themselves: no forced-gold recoverable, no no-evict irreversible
+    fg = plant["regime"] == "forced_gold"
+    assert (plant.loc[fg, "expected_recoverable"] == 0).all()
+    assert (plant.loc[plant["policy"] == evict.NO_EVICT, "expected_irreversible"] == 0).all()
+
+
+def test_shared_contexts_answer_alike_in_the_expectation():
+    # one question, one cell: the policy context IS the restore context (forced-gold, nothing
+    # evicted), so the two answers are one draw: never recoverable, errors all residual
+    d = SimpleNamespace(available=np.array([True, True]), context_tokens=np.array([100.0, 100.0]),
+                        read_ptr=np.array([0, 2]), obs_q=np.array([0]), obs_local=np.array([[0, 1, 1]]),
+                        obs_evicted=np.array([False]))
+    e = controls.expected_bins(d, NOISE).iloc[0]
+    s = (1 - NOISE.miss_rate(100.0)) * (1 - NOISE.confusion)
+    assert e["recoverable"] == 0 and e["residual"] == pytest.approx(s * (1 - s))
+    d.obs_local = np.array([[0, 1, 0]])  # restore = the clean context: restore is right whenever clean is
+    e = controls.expected_bins(d, NOISE).iloc[0]
+    assert e["residual"] == 0 and e["recoverable"] == pytest.approx(s * (1 - s))
+
+
+def test_clustered_intervals_cover_the_planted_shares_and_a_wrong_share_is_caught(design):
+    cov = controls.coverage(design, NOISE, reps=150, n_boot=300, seed=0, min_clusters=4)
+    pooled = controls.pooled_coverage(cov)
+    assert 0.75 <= pooled <= 0.99, pooled
+    checked = cov[cov["coverage"].notna()]
+    assert len(checked) >= 20 and (abs(checked["empirical"] - checked["planted"]) < 0.05).all()
+    # a planted share half the true one is not covered: the check can fail
+    plant = controls.planted(design, NOISE, 4)
+    ok = plant["irreversible_share_checkable"]
+    c = int(plant.loc[ok, "expected_n_errors"].idxmax())  # the cell with the most errors: the narrowest interval
+    sims = controls.simulate(design, NOISE, range(1, 151)).astype(float)
+    num, den = sims[:, controls.BINS.index("irreversible"), c, :], sims[:, 0, c, :]
+    idx = np.arange(den.shape[1])
+    right = ref.interval_coverage(num, den, idx, plant.loc[c, "irreversible_share"], n_boot=300, seed=0).mean()
+    wrong = ref.interval_coverage(num, den, idx, plant.loc[c, "irreversible_share"] / 2, n_boot=300, seed=0).mean()
+    assert right > 0.8 and wrong < 0.2
+
+
+def test_the_command_runs_a_reference_subject(isolated_llm, fault_server, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from memlife.restore import __main__ as cli
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "smoke.yaml").write_text(
+        (Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml").read_text())
+    monkeypatch.setenv("MEMLIFE_SCORER_BASE_URL", fault_server.base_url)  # importance scores only
+    monkeypatch.setenv("MEMLIFE_SCORER_MODEL", "fake-scorer")
+    out = tmp_path / "out"
+    assert cli.main(["run", "--profile", "smoke", "--reader", "gold", "--out", str(out)]) == 0
+    rec = decompose.load_records(out / "records.parquet")
+    assert set(rec["reader"]) == {"gold (reference)"} and rec["correct"].all()
+    assert set(rec["policy"].dropna()) == set(evict.POLICIES)
+    # no reader prompt reached the endpoint: only the importance scorer's
+    assert fault_server.received and not any("Memory snippets" in p for p in fault_server.received)
