@@ -216,3 +216,25 @@ def test_the_command_runs_a_reference_subject(isolated_llm, fault_server, monkey
     assert set(rec["policy"].dropna()) == set(evict.POLICIES)
     # no reader prompt reached the endpoint: only the importance scorer's
     assert fault_server.received and not any("Memory snippets" in p for p in fault_server.received)
+
+
+def test_the_reference_decomposition_table_and_figure(grid):
+    rec, _ = controls.read(grid, "evidence-oracle")
+    obs = decompose.observations(rec)
+    t = controls.reference_decomposition(obs, n_boot=300, seed=0)
+    dec = decompose.decompose(obs)
+    assert len(t) == len(dec) and set(t["reader"]) == {"evidence-oracle (reference)"}
+    assert list(t["paper_budget"].unique()) == [8000, 30000, 80000]
+    # errors are irreversible or recoverable, nothing else, and each rate sits inside its interval
+    assert np.allclose(t["irreversible_rate"] + t["recoverable_rate"], 1 - t["accuracy"])
+    assert np.allclose(t["recoverable_rate"], t["recoverable"] / t["n_oracle_answerable"])
+    for col in ("accuracy", "irreversible_rate", "recoverable_rate"):
+        assert ((t[f"{col}_low"] <= t[col] + 1e-12) & (t[col] <= t[f"{col}_high"] + 1e-12)).all()
+    fig = controls.cost_figure(t)
+    assert len(fig.axes) == 2 and [a.get_title() for a in fig.axes] == ["top-k retrieval", "forced-gold retrieval"]
+
+
+def test_policies_that_need_a_model_are_refused():
+    with pytest.raises(ValueError, match="need a model"):
+        controls.build_grid(controls.GridConfig(n_questions=1, history_tokens=300, budgets=[100], seeds=[0], k=5,
+                                                restore_cap=100, policies=["fifo", "importance"]))

@@ -349,3 +349,77 @@ def pooled_coverage(cov: pd.DataFrame) -> float:
     """Mean coverage over the distinct cells and shares that have one."""
     c = cov[cov["distinct"] & cov["coverage"].notna()]
     return float(c["coverage"].mean()) if len(c) else float("nan")
+
+
+def read_index(d: Design, question_ids: Sequence[str], prompts_: Sequence[str]) -> np.ndarray:
+    """The design's read (index into its per-read arrays) of each (question, prompt)."""
+    at = {h: i for i, h in enumerate(d.miss_hash.tolist())}
+    miss_h, _ = key_hashes(question_ids, prompts_)
+    return np.array([at[h] for h in miss_h.tolist()], dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------- the finding
+
+
+def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level: float = 0.95) -> pd.DataFrame:
+    """The decomposition per cell with question-clustered intervals (`analyses.shares`), plus the
+    recoverable rate (recoverable errors per oracle-answerable observation) and each budget's
+    paper counterpart. Read with the evidence-oracle, every observation is oracle-answerable and
+    no error is residual, so accuracy is the evidence availability, the irreversible rate the share
+    of observations whose gold eviction destroyed, and the recoverable rate the share whose gold
+    survived but retrieval left out: what eviction and retrieval alone cost."""
+    from memlife import paper_reference, stats
+    from memlife.restore import analyses
+    from memlife.restore.decompose import COUNT_COLUMNS
+
+    boot = analyses.cell_bootstrap(obs, n_boot, seed)
+    out = analyses.shares(boot, level)
+    s = {c: i for i, c in enumerate(COUNT_COLUMNS)}
+    num, den = boot.sums[:, :, s["recoverable"]], boot.sums[:, :, s["n_oracle_answerable"]]
+    lo, hi = stats.percentile_interval(stats.ratio_replicates(boot.counts, num, den), level)
+    out["recoverable_rate"], out["recoverable_rate_low"], out["recoverable_rate_high"] = (
+        stats.safe_ratio(num.sum(0), den.sum(0)), lo, hi)
+    budgets = sorted({int(b) for b in out["budget"]})
+    out.insert(2, "paper_budget", [paper_reference.paper_budget(int(b), budgets) for b in out["budget"]])
+    out["paper_budget"] = out["paper_budget"].astype("Int64")
+    cols = ["policy", "budget", "paper_budget", "regime", "reader", "n_observations", "n_oracle_answerable",
+            "n_errors", "irreversible", "recoverable", "residual",
+            "accuracy", "accuracy_low", "accuracy_high",
+            "irreversible_rate", "irreversible_rate_low", "irreversible_rate_high",
+            "recoverable_rate", "recoverable_rate_low", "recoverable_rate_high",
+            "two_bin_share", "two_bin_share_low", "two_bin_share_high"]
+    return out[cols].reset_index(drop=True)
+
+
+def cost_figure(table: pd.DataFrame):
+    """Stacked bars per policy @ budget: irreversible rate (gold destroyed) and recoverable rate
+    (gold kept, not retrieved), each with its interval; one panel per retrieval regime."""
+    import matplotlib.pyplot as plt
+
+    from memlife.restore.figures import BIN_COLORS
+
+    regimes = [r for r in ("topk", "forced_gold") if r in set(table["regime"])]
+    fig, axes = plt.subplots(1, len(regimes), figsize=(6.2 * len(regimes), 3.8), sharey=True, squeeze=False)
+    for ax, regime in zip(axes[0], regimes):
+        g = table[table["regime"] == regime].reset_index(drop=True)
+        x = np.arange(len(g))
+        irr, rec = g["irreversible_rate"].to_numpy(float), g["recoverable_rate"].to_numpy(float)
+        ax.bar(x, irr, color=BIN_COLORS["irreversible"], width=0.75, label="irreversible (gold evicted)")
+        ax.bar(x, rec, bottom=irr, color=BIN_COLORS["recoverable"], width=0.75,
+               label="recoverable (gold kept, not retrieved)")
+        ax.errorbar(x, irr, yerr=[irr - g["irreversible_rate_low"], g["irreversible_rate_high"] - irr],
+                    fmt="none", ecolor="black", capsize=2, lw=0.8)
+        err = 1 - g["accuracy"].to_numpy(float)
+        ax.errorbar(x, err, yerr=[err - (1 - g["accuracy_high"]), (1 - g["accuracy_low"]) - err],
+                    fmt="none", ecolor="dimgray", capsize=2, lw=0.8)
+        labels = [f"{p} @ {int(b):,}" + (f" ({int(pb) // 1000}k)" if pd.notna(pb) else "")
+                  for p, b, pb in zip(g["policy"], g["budget"], g["paper_budget"])]
+        ax.set_xticks(x, labels, fontsize=7, rotation=45, ha="right")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{'top-k' if regime == 'topk' else 'forced-gold'} retrieval", fontsize=10)
+    axes[0][0].set_ylabel("share of observations answered wrong")
+    axes[0][-1].legend(fontsize=7, loc="upper right")
+    fig.suptitle("What eviction and retrieval alone cost: the evidence-oracle (reference), "
+                 "question-clustered 95% intervals", fontsize=10)
+    fig.tight_layout()
+    return fig
