@@ -238,3 +238,13 @@ def test_policies_that_need_a_model_are_refused():
     with pytest.raises(ValueError, match="need a model"):
         controls.build_grid(controls.GridConfig(n_questions=1, history_tokens=300, budgets=[100], seeds=[0], k=5,
                                                 restore_cap=100, policies=["fifo", "importance"]))
+
+
+def test_the_noisy_oracle_plants_its_profiles_rates_wherever_it_is_made(grid):
+    p = pipeline.config.notebook_params("smoke", "25_restore_controls")
+    want = ref.Noise(miss_base=p["miss_base"], miss_slope_per_1k=p["miss_slope_per_1k"], miss_cap=p["miss_cap"],
+                     confusion=p["confusion"])
+    assert rsub.profile_noise("smoke") == want != ref.Noise()
+    reader = pipeline.make_reader("noisy-oracle", grid.questions, grid.histories, 7, "smoke")
+    assert reader.noise == want and reader.seed == 7
+    assert pipeline.make_reader("gold", grid.questions, grid.histories, 0, "smoke").model == "gold (reference)"

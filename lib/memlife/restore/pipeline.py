@@ -52,6 +52,16 @@ def reader_factory(name: str) -> Callable:
     raise UnknownReader(f"unknown reader {name!r}; accepted: {', '.join(READERS)}")
 
 
+def make_reader(name: str, questions: Sequence[Question], histories: Mapping[str, Sequence[Unit]], seed: int,
+                profile: str):
+    """The named reader (notebook 22 and the command). The noisy oracle plants the rates of the
+    profile's 25_restore_controls section, so that it errs as notebook 25's does."""
+    factory = reader_factory(name)
+    if name == ref.NOISY_ORACLE:
+        return factory(questions, histories, seed, noise=subjects.profile_noise(profile))
+    return factory(questions, histories, seed)
+
+
 @dataclass(frozen=True)
 class Params:
     profile: str
@@ -190,7 +200,7 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     """Notebooks 20–22 for ``profile`` with the named reader, writing ``out/records.parquet``
     (and ``out/evictions.parquet``, ``out/importance.parquet``); nothing else is written but the
     llm cache and usage log."""
-    factory = reader_factory(reader_name)  # before any work: a typo costs nothing
+    reader_factory(reader_name)  # before any work: a typo costs nothing
     p = params(profile)
     llm.configure(profile)
     out = Path(out)
@@ -209,7 +219,7 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     check_reads(reads, questions, p.restore_cap)
     log(f"{plan.naive_calls} reads, {plan.distinct_calls} distinct prompts"
         f"{' (ablation arms on)' if p.ablation_arms else ''}")
-    reader = factory(questions, histories, p.seed)
+    reader = make_reader(reader_name, questions, histories, p.seed, profile)
     reading = read_and_judge(reads, plan, questions, reader, reader_max_tokens=p.reader_max_tokens,
                              judge_audit_items=p.judge_audit_items, seed=p.seed)
     log(reading.audit_note)

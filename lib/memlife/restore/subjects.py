@@ -148,10 +148,22 @@ class SubjectReader:
         return [SimpleNamespace(text=a.text) for a in answers]
 
 
+def profile_noise(profile: str) -> ref.Noise:
+    """The planted rates of the profile's 25_restore_controls section (`memlife.subjects.Noise()`'s
+    defaults where the profile has no such section)."""
+    from memlife import config
+
+    try:
+        p = config.notebook_params(profile, "25_restore_controls")
+    except KeyError:
+        return ref.Noise()
+    return ref.Noise(miss_base=float(p["miss_base"]), miss_slope_per_1k=float(p["miss_slope_per_1k"]),
+                     miss_cap=float(p["miss_cap"]), confusion=float(p["confusion"]))
+
+
 def factory(subject: str):
-    """A `memlife.restore.pipeline.READERS` entry: (questions, histories, seed[, noise]) -> reader.
-    The command line's noisy oracle plants the default rates (`memlife.subjects.Noise()`, which
-    the profiles' 25_restore_controls sections also use)."""
+    """A `memlife.restore.pipeline.READERS` entry: (questions, histories, seed[, noise]) -> reader
+    (`pipeline.make_reader` passes the noisy oracle its profile's noise)."""
     subject = ref.canonical(subject)
 
     def make(questions, histories, seed, noise: ref.Noise | None = None) -> SubjectReader:
