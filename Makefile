@@ -143,8 +143,9 @@ results/notebooks/24_robustness.ipynb: results/notebooks/22_read_restore.ipynb
 nb = $(filter $(addprefix results/notebooks/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
 data: $(call nb,10_memops_build 20_longmem_data)
 run: $(call nb,12_memops_eval 21_eviction 22_read_restore)
-# 14_memops_controls builds its own paper-scale dataset offline: no notebook before it.
-stats figures: $(call nb,11_memops_stats 13_memops_tables 14_memops_controls 23_decomposition 24_robustness)
+# 14_memops_controls and 25_restore_controls build their own paper-scale data offline: no
+# notebook before them.
+stats figures: $(call nb,11_memops_stats 13_memops_tables 14_memops_controls 23_decomposition 24_robustness 25_restore_controls)
 
 reproduce: $(EXECUTED)
 	@$(PY) -c "import json,glob; u=[json.load(open(p)) for p in sorted(glob.glob('results/usage/[0-9]*.json'))]; \
