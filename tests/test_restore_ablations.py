@@ -3,28 +3,19 @@ offline builder -> units -> every policy -> injection (and the ablation contexts
 records -> decomposition and analyses, with the model-free TEST readers of test_restore_pipeline
 and, where an endpoint is needed, the fault server.
 """
-import hashlib
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from memlife import evict, longmem, units
 from memlife.restore import analyses, arms, decompose, pipeline
-from test_restore_pipeline import FickleTestReader, evidence_oracle
-
-N_QUESTIONS, HISTORY_TOKENS, SEEDS = 6, 1500, [0, 1]
-K, CAP = 12, 300
+from test_restore_pipeline import CAP, K, FickleTestReader, evidence_oracle, smoke_grid
 
 
 @pytest.fixture(scope="module")
 def grid():
-    qs = [longmem.to_question(r) for r in longmem.build(N_QUESTIONS, HISTORY_TOKENS, seed=5)]
-    hist = {q.question_id: units.units_of(q) for q in qs}
-    importance = {u.text: float(hashlib.sha256(u.text.encode()).digest()[0] % 10 + 1)
-                  for us in hist.values() for u in us}
-    evs = evict.evict_grid(hist, evict.POLICIES, arms.scaled_budgets(HISTORY_TOKENS), SEEDS, importance)
+    qs, hist, evs, _ = smoke_grid()
     reads, plan = pipeline.plan_grid(qs, evs, k=K, restore_cap=CAP, ablation_arms=True)
     base_reads, base_plan = pipeline.plan_grid(qs, evs, k=K, restore_cap=CAP)
     return SimpleNamespace(questions=qs, by_id={q.question_id: q for q in qs}, hist=hist, evs=evs,

@@ -42,15 +42,21 @@ class FickleTestReader(SubjectReader):
         return [a if e else SimpleNamespace(text="I don't know") for a, e in zip(replies, even)]
 
 
-@pytest.fixture(scope="module")
-def pipeline():
+def smoke_grid():
+    """Questions, their units and every policy's evictions at smoke size: what both this file and
+    test_restore_ablations read from."""
     qs = [longmem.to_question(r) for r in longmem.build(N_QUESTIONS, HISTORY_TOKENS, seed=5)]
     hist = {q.question_id: units.units_of(q) for q in qs}
     # Model-free importance scores: a fixed hash of the text (the policy never sees gold labels).
     importance = {u.text: float(hashlib.sha256(u.text.encode()).digest()[0] % 10 + 1)
                   for us in hist.values() for u in us}
     budgets = arms.scaled_budgets(HISTORY_TOKENS)
-    evs = evict.evict_grid(hist, evict.POLICIES, budgets, SEEDS, importance)
+    return qs, hist, evict.evict_grid(hist, evict.POLICIES, budgets, SEEDS, importance), budgets
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    qs, hist, evs, budgets = smoke_grid()
     reads = []
     for q in qs:
         reads += arms.build_reads(q, hist[q.question_id], [e for e in evs if e.question_id == q.question_id],
