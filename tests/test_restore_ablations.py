@@ -40,7 +40,7 @@ def _records(g, reader):
 def test_the_grid_passes_the_construction_checks(grid):
     pipeline.check_reads(grid.reads, grid.questions, CAP)
     # Without the ablation the reads are exactly the core arms, unchanged.
-    assert grid.base_reads == [r for r in grid.reads if r.arm in arms.CORE_ARMS]
+    assert grid.base_reads == [r for r in grid.reads if r.arm in decompose.CORE_ARMS]
 
 
 def test_restore_surviving_is_the_forced_gold_context_and_costs_no_read(grid):

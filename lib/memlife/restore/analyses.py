@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from .. import paper_reference, stats
-from ..evict import CONTROL, NO_EVICT
-from .decompose import CELL, COUNT_COLUMNS, EVICTING_POLICIES, decompose, is_audit_judge, sort_cells
+from ..evict import BASELINE_POLICIES, CONTROL, NO_EVICT
+from .decompose import CELL, COUNT_COLUMNS, decompose, is_audit_judge, sort_cells
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
 SHARES = {
@@ -96,7 +96,7 @@ def shares(boot: CellBootstrap, level: float = 0.95) -> pd.DataFrame:
     return out
 
 
-def regime_gap(boot: CellBootstrap, policies=EVICTING_POLICIES, alpha: float = 0.05,
+def regime_gap(boot: CellBootstrap, policies=BASELINE_POLICIES, alpha: float = 0.05,
                level: float = 0.95) -> pd.DataFrame:
     """R2: recoverable share (recoverable / restore-corrected errors, i.e. 1 - two-bin share)
     under top-k minus under forced-gold, per evicting policy x budget, for each reader and judge.
@@ -139,7 +139,7 @@ def regime_gap(boot: CellBootstrap, policies=EVICTING_POLICIES, alpha: float = 0
 
 
 def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk",
-                     policies=EVICTING_POLICIES, control: str | None = CONTROL,
+                     policies=BASELINE_POLICIES, control: str | None = CONTROL,
                      level: float = 0.95) -> pd.DataFrame:
     """R3: per reader, judge and budget — every policy pair whose cell accuracies differ by at most
     `tolerance` ("matched_pair"), and the control against every policy ("control").
@@ -454,7 +454,7 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
     budgets = sorted({int(b) for b in t["budget"]})
     rows = []
     for paper_b, ours_b in ((80000, budgets[-1]), (8000, budgets[0])):
-        for p in EVICTING_POLICIES:
+        for p in BASELINE_POLICIES:
             c = t[(t["policy"] == p) & (t["budget"] == ours_b) & (t["regime"] == "topk")]
             if c.empty:
                 continue
@@ -463,7 +463,7 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
                              "two_bin_share", c.two_bin_share, c.two_bin_share_low,
                              c.two_bin_share_high, f"{p}@{ours_b} topk",
                              policy=p, budget=paper_b, regime="topk"))
-    fg = t[(t["regime"] == "forced_gold") & t["policy"].isin(EVICTING_POLICIES)]
+    fg = t[(t["regime"] == "forced_gold") & t["policy"].isin(BASELINE_POLICIES)]
     if len(fg):
         rows.append(_row("forced-gold two-bin share, min over evicting cells", "two_bin_share",
                          float(fg["two_bin_share"].min()), our_cell=f"{len(fg)} cells",

@@ -48,12 +48,9 @@ from memlife import retrieve, tokens
 from memlife.evict import Eviction
 from memlife.longmem import Question
 from memlife.restore import prompts
-from memlife.restore.decompose import AUDIT_JUDGE_PREFIX
+from memlife.restore.decompose import ARMS, AUDIT_JUDGE_PREFIX  # ARMS: also the records' sort order
 from memlife.units import Unit
 
-CORE_ARMS = ("policy", "restore", "clean_gold")
-ABLATION_ARMS = ("restore_surviving", "placebo")
-ARMS = CORE_ARMS + ABLATION_ARMS  # also the records' sort order
 DETERMINISTIC_JUDGE = "deterministic"
 RECORD_COLUMNS = ("question_id", "question_type", "policy", "budget", "regime", "seed", "reader",
                   "judge", "arm", "correct", "n_gold", "n_gold_evicted", "context_tokens",

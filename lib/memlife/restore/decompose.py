@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memlife.evict import BASELINE_POLICIES, POLICIES
+from memlife.evict import POLICIES
+from memlife.retrieve import REGIMES
 
 CONTRACT_COLUMNS = (
     "question_id", "question_type", "policy", "budget", "regime", "seed", "reader", "judge",
@@ -28,7 +29,6 @@ CONTRACT_COLUMNS = (
 )
 CELL = ("policy", "budget", "regime", "reader", "judge")
 OBSERVATION_KEY = (*CELL, "question_id", "seed")
-REGIMES = ("topk", "forced_gold")
 CORE_ARMS = ("policy", "restore", "clean_gold")
 # Restore-tightness ablation arms (Appendix C), an addition to the part-1 contract: the same
 # question x cell x seed keys as the policy arm, read with only the surviving gold restored
@@ -38,14 +38,6 @@ ARMS = CORE_ARMS + ABLATION_ARMS
 # Judge-audit rows (Appendix C) carry `judge` = this prefix + the audit model: they re-grade a
 # sample of items, so they are an agreement check (analyses.judge_agreement), never a cell.
 AUDIT_JUDGE_PREFIX = "audit:"
-
-
-def is_audit_judge(judge) -> bool:
-    return isinstance(judge, str) and judge.startswith(AUDIT_JUDGE_PREFIX)
-# Paper order: the four eviction policies, then the no-evict reference and the destructive
-# control — the names the eviction step writes into the records (memlife.evict).
-POLICY_ORDER = POLICIES
-EVICTING_POLICIES = BASELINE_POLICIES
 DECOMPOSITION_COLUMNS = (
     *CELL, "n_observations", "n_oracle_answerable", "n_errors", "irreversible", "recoverable",
     "residual", "two_bin_share", "accuracy",
@@ -176,6 +168,10 @@ def _unique_arm(rec: pd.DataFrame, arm: str, key: list[str], source: str) -> pd.
     return rows
 
 
+def is_audit_judge(judge) -> bool:
+    return isinstance(judge, str) and judge.startswith(AUDIT_JUDGE_PREFIX)
+
+
 def observations(records: pd.DataFrame, source: str = "records") -> pd.DataFrame:
     """One row per cell x question x seed with the arms joined and the decomposition bins set.
 
@@ -256,9 +252,9 @@ def observations(records: pd.DataFrame, source: str = "records") -> pd.DataFrame
 
 
 def sort_cells(df: pd.DataFrame, extra: list[str] | None = None) -> pd.DataFrame:
-    """Paper order: policies as in POLICY_ORDER (others after, by name), budgets ascending,
+    """Paper order: policies as in evict.POLICIES (others after, by name), budgets ascending,
     top-k before forced-gold, readers and judges by name."""
-    order = {p: i for i, p in enumerate(POLICY_ORDER)}
+    order = {p: i for i, p in enumerate(POLICIES)}
     keys = {
         "policy": lambda s: s.map(lambda p: (order.get(p, len(order)), p)),
         "regime": lambda s: s.map(lambda r: REGIMES.index(r) if r in REGIMES else len(REGIMES)),

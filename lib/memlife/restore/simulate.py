@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from memlife.evict import CONTROL, NO_EVICT, POLICIES
+from memlife.retrieve import REGIMES
 
-from .decompose import CONTRACT_COLUMNS, REGIMES
+from .decompose import CONTRACT_COLUMNS
 
 SYNTHETIC_TAG = "SYNTHETIC"
 QUESTION_TYPES = (
