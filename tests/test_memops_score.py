@@ -294,3 +294,77 @@ def test_collect_rescores_journalled_replies_with_the_current_scorer(move, tmp_p
     assert df["leakage"].isna().all() and df["malformed"].tolist() == [True]
     assert metrics.summarize(df, ["system"]).iloc[0]["malformed"] == 1.0
     assert journal.read() == [old]  # the journal itself is never rewritten
+
+
+# ---------------------------------------------------------------- room for a perfect reply
+
+
+def test_the_readers_grammar_admits_every_gold_response(smoke):
+    """The embedded reader's sampling grammar is widened to the dataset's gold responses: every
+    gold response is grammatical, where the fixed floors rule some out (5 operations, 7 quotes)."""
+    import jsonschema
+
+    from memlife.memops import evaluate
+    from memlife.memops.response import GRAMMAR_BOUNDS, bounded_json_schema
+
+    _, instances = smoke
+    golds = [json.loads(metrics.gold_response(i, p).raw) for i in instances for p in i.probes]
+    widened = jsonschema.Draft202012Validator(bounded_json_schema(evaluate.gold_grammar_bounds(instances)))
+    assert all(widened.is_valid(g) for g in golds)
+    floors = jsonschema.Draft202012Validator(bounded_json_schema(GRAMMAR_BOUNDS))
+    assert sum(not floors.is_valid(g) for g in golds) > 0  # what the fixed bounds used to forbid
+    bounds = evaluate.gold_grammar_bounds(instances)
+    assert bounds["operations_items"] == max(len(g["operations"]) for g in golds) > GRAMMAR_BOUNDS["operations_items"]
+
+
+def test_a_token_cap_below_a_gold_response_is_refused(smoke):
+    from memlife.memops import evaluate, systems
+
+    class Endpoint:  # an endpoint reader: o200k counts
+        is_embedded, model = False, "m"
+
+    _, instances = smoke
+    asked = [(i, list(i.probes)) for i in instances]
+    longest = evaluate.check_reply_room(systems.Reader(Endpoint(), max_tokens=10_000), asked)
+    gold = max((metrics.gold_response(i, p).raw for i, ps in asked for p in ps), key=len)
+    assert longest >= len(gold) // 8 > 0
+    assert evaluate.check_reply_room(systems.Reader(Endpoint(), max_tokens=longest), asked) == longest
+    with pytest.raises(evaluate.ReplyRoomError, match=rf"reader_max_tokens={longest - 1} .*\({longest} tokens\)"):
+        evaluate.check_reply_room(systems.Reader(Endpoint(), max_tokens=longest - 1), asked)
+
+
+def test_the_embedded_readers_tokens_are_its_own_tokenizers():
+    from memlife import tokens
+    from memlife.memops import systems
+
+    class Embedded:
+        is_embedded, model = True, "m"
+
+    text = '{"answer": "April 4, 2024 at 10:30", "operations": [], "provenance": []}'
+    n = systems.Reader(Embedded()).reply_tokens(text)
+    # SmolLM2's BPE splits digits one by one: more tokens than o200k, which groups them
+    assert n > tokens.count(text) and n == tokens.count_embedded(text)
+
+
+def test_a_one_probe_cut_covers_every_label_and_probe_type(smoke):
+    """max_probes=1 over one instance per op type (the quick cut's shape) still asks a probe to
+    which leakage, stale and reflect each apply, and every probe type the instances offer."""
+    from memlife.memops import evaluate
+
+    _, instances = smoke
+    chosen = evaluate.select_instances(instances, 6)
+    offered = {p.probe_type for i in chosen for p in i.probes}
+    offered_labels = set().union(*(metrics.applicable_labels(i, p) for i in chosen for p in i.probes))
+    assert {"leakage", "stale", "reflect"} <= offered_labels
+    cut = evaluate.select_probes(chosen, 1)
+    assert [len(ps) for ps in cut] == [1] * len(chosen)
+    asked = [(i, p) for i, ps in zip(chosen, cut) for p in ps]
+    assert set().union(*(metrics.applicable_labels(i, p) for i, p in asked)) == offered_labels
+    assert {p.probe_type for _, p in asked} == offered or len(offered) > len(chosen)
+    assert evaluate.select_probes(chosen, 1) == cut
+
+
+def test_applicable_labels_are_the_gold_responses_non_null_labels(move):
+    inst, probe = move["T000-update-p3"]
+    assert metrics.applicable_labels(inst, probe) >= {"accuracy", "op_f1", "provenance"}
+    assert ("stale" in metrics.applicable_labels(inst, probe)) == bool(metrics.stale_applies(inst, probe))

@@ -132,8 +132,8 @@ def test_select_probes_covers_the_rarest_probe_types_first():
               inst("f", common)]
     one = evaluate.select_probes(chosen, 1)
     # every probe type once: StateTrajectory from the only instance that has it
-    assert [ps[0].probe_type for ps in one] == ["TargetBinding", "OperationApplication", "StateTransition",
-                                                "StateTrajectory", "OperationTrace", "CandidateDisambiguation"]
+    assert sorted(ps[0].probe_type for ps in one) == sorted(set(common) | {"StateTrajectory"})
+    assert one[3][0].probe_type == "StateTrajectory"
     assert evaluate.select_probes(chosen, 1) == one  # deterministic
     two = evaluate.select_probes(chosen[:2], 2)
     assert [len(ps) for ps in two] == [2, 2] and len({p.probe_type for ps in two for p in ps}) == 4
@@ -316,21 +316,21 @@ def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_p
 def test_changing_an_answer_parameter_asks_again_and_records_only_the_current_run(tmp_path):
     client = _EchoClient()
     base = dict(systems=["long_context", "bm25_turn"], settings=["adjacent"], max_probes=2, judge=False)
-    first = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=100, **base), tmp_path,
+    first = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=300, **base), tmp_path,
                          reader_client=client, progress=False)
     assert len(client.seen) == 4 and len(first) == 4 and first["run_key"].nunique() == 1
     # Same parameters: everything is journalled, nothing is asked.
-    evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=100, **base), tmp_path,
+    evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=300, **base), tmp_path,
                  reader_client=client, progress=False)
     assert len(client.seen) == 4
     # Another token cap changes the answers: asked again, and only the new answers are the records.
-    second = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=50, **base), tmp_path,
+    second = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=200, **base), tmp_path,
                           reader_client=client, progress=False)
     assert len(client.seen) == 8 and len(second) == 4
     assert set(second["run_key"]) != set(first["run_key"])
     assert len(pd.read_parquet(tmp_path / "records.parquet")) == 4
     # A smaller selection under the same key asks nothing and records just that selection.
-    third = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=50, **{**base, "max_probes": 1}),
+    third = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=200, **{**base, "max_probes": 1}),
                          tmp_path, reader_client=client, progress=False)
     assert len(client.seen) == 8 and len(third) == 2
     assert len(evaluate.collect(tmp_path)) == 8  # the journals keep every answer ever given

@@ -69,3 +69,20 @@ def truncate(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) 
     enc = encoding(encoding_name)
     ids = enc.encode(text, disallowed_special=())
     return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens])
+
+
+@lru_cache(maxsize=1)
+def _embedded_tokenizer():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    from . import serve
+
+    g = serve.model_path()
+    return AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)
+
+
+def count_embedded(text: str) -> int:
+    """Tokens of `text` in the embedded model's own tokenizer (read from the GGUF the server runs,
+    with no server): what a completion of this text costs against its `max_tokens`."""
+    return len(_embedded_tokenizer()(text, add_special_tokens=False)["input_ids"])

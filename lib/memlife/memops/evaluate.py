@@ -62,8 +62,10 @@ ANSWER_FIELDS = ("seed", "top_k_turns", "top_k_sessions", "top_k_memories", "rea
                  "temp_lora_steps", "mem0_infer", "extract_max_tokens")
 
 
-def run_key(cfg: "EvalConfig", reader_model: str) -> str:
+def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = None) -> str:
     fields = {f: getattr(cfg, f) for f in ANSWER_FIELDS}
+    if grammar_bounds is not None:  # the embedded reader's sampling grammar changes its answers
+        fields["grammar_bounds"] = grammar_bounds
     if cfg.subject:  # only then: a model run keeps the key (and the journal) it always had
         from memlife import subjects as ref
 
@@ -74,6 +76,35 @@ def run_key(cfg: "EvalConfig", reader_model: str) -> str:
 
 
 OP_ORDER = ("remember", "forget", "update", "reflect", "trajectory")  # the paper's order
+
+
+def gold_grammar_bounds(instances: list[Instance]) -> dict[str, int]:
+    """Grammar bounds that every gold response of the dataset fits: the embedded reader's
+    grammar never rules out a perfect reply. From the whole dataset, so the grammar does not
+    change with the selection asked."""
+    from .response import bounds_covering
+
+    return bounds_covering(metrics.gold_response(i, p).response for i in instances for p in i.probes)
+
+
+class ReplyRoomError(ValueError):
+    """The reader's token cap is below a gold response it could be asked to give."""
+
+
+def check_reply_room(reader: "systems.Reader", asked: list[tuple[Instance, list]]) -> int:
+    """The longest gold response of the probes asked, in the reader's tokens; raises
+    ReplyRoomError when it does not fit `reader.max_tokens` (a perfect reply would be cut off and
+    scored malformed)."""
+    worst, where = 0, ""
+    for inst, probes in asked:
+        for p in probes:
+            n = reader.reply_tokens(metrics.gold_response(inst, p).raw)
+            if n > worst:
+                worst, where = n, p.probe_id
+    if worst > reader.max_tokens:
+        raise ReplyRoomError(f"reader_max_tokens={reader.max_tokens} is below the gold response of probe {where} "
+                             f"({worst} tokens): a perfect reply could not fit; raise reader_max_tokens to at least {worst}")
+    return worst
 
 
 def select_instances(instances: list[Instance], max_instances: int | None) -> list[Instance]:
@@ -93,32 +124,56 @@ def select_instances(instances: list[Instance], max_instances: int | None) -> li
 
 
 def select_probes(chosen: list[Instance], max_probes: int | None) -> list[list]:
-    """The probes to ask of each chosen instance (in order): all of them, or `max_probes` each.
+    """The probes to ask of each chosen instance: all of them, or `max_probes` each.
 
-    A cut covers as many probe types as it can: instance by instance, a probe type not yet asked
-    comes first, the rarest in the selection first (StateTrajectory exists only on trajectory
-    instances), then the instance's probes in an order that rotates with its position. Only the
+    A cut covers every label (a metric applies only to some probes: leakage to probes about a
+    forgotten value, stale to superseded ones, reflect to reflections) and every probe type that
+    the chosen instances offer, as far as the slots allow. Greedy set cover, rarest first: while
+    something is uncovered, take the uncovered label or probe type with the fewest candidate
+    probes left (StateTrajectory exists only on trajectory instances, a stale value only where an
+    update or trajectory superseded one) and ask the candidate that covers most of what is still
+    uncovered (ties: earlier instance, then an order that rotates with the instance's position).
+    Free slots are then filled in that rotating order, probe types not yet asked first. Only the
     selection decides, so the same dataset and parameters always ask the same probes.
     """
     if max_probes is None:
         return [list(inst.probes) for inst in chosen]
-    offering: dict[str, int] = {}
-    for inst in chosen:
-        for t in {p.probe_type for p in inst.probes}:
-            offering[t] = offering.get(t, 0) + 1
-    asked: set[str] = set()
-    out = []
-    for position, inst in enumerate(chosen):
-        probes = list(inst.probes)
-        rotation = {p.probe_id: (i - position) % len(probes) for i, p in enumerate(probes)}
-        picked = []
-        for _ in range(min(max_probes, len(probes))):
-            rest = [p for p in probes if p not in picked]
-            best = min(rest, key=lambda p: (p.probe_type in asked, offering[p.probe_type], rotation[p.probe_id]))
-            picked.append(best)
-            asked.add(best.probe_type)
-        out.append(picked)
-    return out
+    feats = {(pos, p.probe_id): {f"type:{p.probe_type}"} | {f"label:{k}" for k in metrics.applicable_labels(inst, p)}
+             for pos, inst in enumerate(chosen) for p in inst.probes}
+    rotation = {(pos, p.probe_id): (i - pos) % len(inst.probes)
+                for pos, inst in enumerate(chosen) for i, p in enumerate(inst.probes)}
+    picked: list[list] = [[] for _ in chosen]
+    room = [min(max_probes, len(inst.probes)) for inst in chosen]
+    asked_types: set[str] = set()
+
+    def take(pos: int, probe) -> None:
+        picked[pos].append(probe)
+        room[pos] -= 1
+        asked_types.add(probe.probe_type)
+
+    def candidates() -> list[tuple[int, object]]:
+        return [(pos, p) for pos, inst in enumerate(chosen) if room[pos] > 0
+                for p in inst.probes if p not in picked[pos]]
+
+    uncovered = set().union(*feats.values()) if feats else set()
+    while uncovered:
+        cands = candidates()
+        offer = {f: sum(f in feats[(pos, p.probe_id)] for pos, p in cands) for f in uncovered}
+        offer = {f: n for f, n in offer.items() if n}
+        if not offer:
+            break
+        rarest = min(offer, key=lambda f: (offer[f], f))
+        pos, probe = min(((pos, p) for pos, p in cands if rarest in feats[(pos, p.probe_id)]),
+                         key=lambda c: (-len(feats[(c[0], c[1].probe_id)] & uncovered), c[0],
+                                        rotation[(c[0], c[1].probe_id)]))
+        take(pos, probe)
+        uncovered -= feats[(pos, probe.probe_id)]
+    for pos, inst in enumerate(chosen):
+        while room[pos] > 0:
+            rest = [p for p in inst.probes if p not in picked[pos]]
+            take(pos, min(rest, key=lambda p: (p.probe_type in asked_types, rotation[(pos, p.probe_id)])))
+    # asked in the instance's own probe order
+    return [sorted(ps, key=lambda p: inst.probes.index(p)) for inst, ps in zip(chosen, picked)]
 
 
 class Journal:
@@ -233,16 +288,22 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
         reader = SubjectReader(reader_client, max_tokens=cfg.reader_max_tokens, subject=cfg.subject, seed=cfg.seed)
         reader_model = reader.model
     else:
-        reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens)
+        reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens,
+                                grammar_bounds=gold_grammar_bounds(instances))
         reader_model = str(getattr(reader_client, "model", "?"))
     chosen = select_instances(instances, cfg.max_instances)
     asked = select_probes(chosen, cfg.max_probes)
-    key = run_key(cfg, reader_model)
+    gold_tokens = None if cfg.subject else check_reply_room(reader, list(zip(chosen, asked)))
+    grammar = reader.grammar_bounds if reader.is_bounded() else None
+    key = run_key(cfg, reader_model, grammar)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps({**asdict(cfg), "reader": reader_model, "run_key": key,
-                                                     "judge_used": bool(use_judge)}, indent=1, sort_keys=True))
+                                                     "judge_used": bool(use_judge), "grammar_bounds": grammar,
+                                                     "longest_gold_reply_tokens": gold_tokens},
+                                                    indent=1, sort_keys=True))
     selection = set()
-    lora_cfg = systems.TempLoRAConfig(max_steps=cfg.temp_lora_steps)
+    # Temp-LoRA's generation gets the reader's token cap: every system has room for a perfect reply
+    lora_cfg = systems.TempLoRAConfig(max_steps=cfg.temp_lora_steps, max_new_tokens=cfg.reader_max_tokens)
     for name in cfg.systems:
         settings = [s for s in cfg.settings if name != "temp_lora" or s in cfg.temp_lora_settings]
         system = None

@@ -501,6 +501,13 @@ def gold_response(instance: Instance, probe: Probe) -> ParsedResponse:
     return ParsedResponse(raw=r.model_dump_json(), response=r)
 
 
+def applicable_labels(instance: Instance, probe: Probe) -> frozenset[str]:
+    """The labels that apply to this probe (accuracy, op_f1 and provenance always; leakage,
+    stale and reflect where the probe is about such a value): those the gold response gets."""
+    labels = score(gold_response(instance, probe), instance, probe).as_dict()
+    return frozenset(k for k, v in labels.items() if k != "malformed" and v is not None)
+
+
 def gold_failures(instance: Instance, probe: Probe) -> list[str]:
     """Why the probe's own gold response is not perfect, one reason per failing label (empty:
     it is perfect). A non-empty list means the scorer misreads the gold answer or the answer

@@ -100,12 +100,33 @@ def response_json_schema() -> dict:
 
 # Bounds for the sampling grammar of a small local reader. Unbounded, SmolLM2-135M repeats one
 # clause inside "answer" until the token cap, and the cut-off JSON is scored malformed (one quick
-# probe: 192 tokens in 11.4 s, malformed; bounded: 127 tokens in 3.9 s, well-formed). Tight
-# enough that a whole reply usually fits in ~250 tokens even when the model fills every string
-# with digits (six quick probes at a 192-token cap: 5 malformed with twice these bounds, 3 with
-# these). The parser does not enforce them, so an API reader's longer reply stays valid.
+# probe: 192 tokens in 11.4 s, malformed; bounded: 127 tokens in 3.9 s, well-formed). These are
+# floors: an evaluation widens each to what its dataset's gold responses need (`bounds_covering`),
+# so the grammar never makes a perfect reply impossible (the quick build's gold needs answers of
+# up to 290 characters, 5 operations and 7 quotes). The parser does not enforce them, so an API
+# reader's longer reply stays valid.
 GRAMMAR_BOUNDS = {"answer": 160, "target": 40, "old_value": 60, "new_value": 60,
                   "provenance_quote": 120, "operations_items": 2, "provenance_items": 1}
+
+
+def reply_sizes(r: MemOpsResponse) -> dict[str, int]:
+    """The size of each bounded field of one reply, in GRAMMAR_BOUNDS's keys."""
+    ops = r.operations
+    return {"answer": len(r.answer),
+            "target": max((len(o.target) for o in ops), default=0),
+            "old_value": max((len(o.old_value) for o in ops), default=0),
+            "new_value": max((len(o.new_value) for o in ops), default=0),
+            "provenance_quote": max((len(q) for q in r.provenance), default=0),
+            "operations_items": len(ops), "provenance_items": len(r.provenance)}
+
+
+def bounds_covering(replies, floor: dict | None = None) -> dict[str, int]:
+    """GRAMMAR_BOUNDS (or `floor`) widened so that every one of `replies` is grammatical."""
+    out = dict(floor or GRAMMAR_BOUNDS)
+    for r in replies:
+        for key, size in reply_sizes(r).items():
+            out[key] = max(out[key], size)
+    return out
 
 
 def bounded_json_schema(bounds: dict | None = None) -> dict:

@@ -117,12 +117,26 @@ class Reader:
     # Bound string lengths and list sizes in the sampling grammar (response.bounded_json_schema);
     # None: exactly for the embedded model, whose unbounded replies run to the token cap.
     bounded_grammar: bool | None = None
+    # The bounds themselves; an evaluation passes bounds that its dataset's gold responses fit
+    # (response.bounds_covering). None: response.GRAMMAR_BOUNDS.
+    grammar_bounds: dict | None = None
+
+    def is_bounded(self) -> bool:
+        if self.bounded_grammar is not None:
+            return self.bounded_grammar
+        return bool(getattr(self.client, "is_embedded", False))
 
     def grammar_schema(self) -> dict | None:
-        bounded = self.bounded_grammar
-        if bounded is None:
-            bounded = bool(getattr(self.client, "is_embedded", False))
-        return bounded_json_schema() if bounded else None
+        return bounded_json_schema(self.grammar_bounds) if self.is_bounded() else None
+
+    def reply_tokens(self, text: str) -> int:
+        """Tokens `text` costs this reader against `max_tokens`: the embedded model's own
+        tokenizer; o200k for an endpoint (exact for OpenAI's gpt-4o family, an estimate otherwise)."""
+        from memlife import tokens
+
+        if getattr(self.client, "is_embedded", False):
+            return tokens.count_embedded(text)
+        return tokens.count(text)
 
     def window(self) -> int:
         if self.context_window:
