@@ -69,8 +69,9 @@ min_clusters = 5"""),
 * *Where it differs.* A LongMemEval-S history is ~50 sessions and ~500 turns, long because its assistant turns are
   long (~200 tokens); the builder's filler is real chit-chat at ~20 tokens a turn, so the same 102k tokens are
   ~5,200 turns here. A budget therefore keeps the paper's share of the history's tokens but ten times as many,
-  shorter units, and the top-k context (60 units) holds ~1.2k tokens, not ~12k; the forced-gold and restore contexts
-  fill the same 2,000-token cap as the paper's.
+  shorter units, and the top-k context (60 units) holds ~1.2k tokens of turn text (~2.3k as rendered, dates and roles
+  included), not ~12k; the forced-gold and restore contexts fill the same 2,000-token cap (of turn text) as the
+  paper's, with more, shorter snippets.
 * *Time.* The eviction grid and the reads are computed question by question, spread over every core
   (`GridConfig.workers`, `memlife.parallel`): the control's mixing rate is calibrated over the whole dataset first,
   so the grid is the same for any number of processes (a test checks it against the serial one).
@@ -104,7 +105,7 @@ print(f"{len(grid.questions)} questions, {turns.mean():.0f} turns and {toks.mean
       f"prompts ({time.perf_counter() - t0:.0f} s)")
 ctx_tokens = pd.DataFrame([(r.regime, r.context_tokens) for r in grid.reads if r.arm == "policy"],
                           columns=["regime", "tokens"]).groupby("regime")["tokens"].mean()
-print("mean context of a policy read:", ", ".join(f"{g} {t:,.0f} tokens" for g, t in ctx_tokens.items()))
+print("mean context of a policy read, as rendered:", ", ".join(f"{g} {t:,.0f} tokens" for g, t in ctx_tokens.items()))
 pd.DataFrame([{"policy": e.policy, "budget": e.budget, "seed": e.seed, "gold_lost": e.n_gold_evicted > 0}
               for e in grid.evictions]).groupby(["policy", "budget"], sort=False).agg(
     observations=("gold_lost", "size"), gold_lost=("gold_lost", "mean")).round(3)"""),
