@@ -134,7 +134,11 @@ def tfidf_similarity(units: Sequence[Unit]) -> np.ndarray:
     except ValueError:  # every text is empty or stop words: nothing is similar to anything
         S = np.zeros((len(units), len(units)), dtype=np.float32)
     else:
-        S = (X @ X.T).toarray().astype(np.float32)  # rows are L2-normalised: dot = cosine
+        P = X @ X.T  # rows are L2-normalised: dot = cosine
+        P.sum_duplicates()
+        # Cast the nonzeros, then densify: the same float32 values as casting the dense float64
+        # matrix, without materialising it (twice the size, and most of this function's time).
+        S = P.astype(np.float32).toarray()
     np.fill_diagonal(S, -np.inf)
     return S
 
@@ -144,32 +148,41 @@ def _redundancy(units: Sequence[Unit], budget: int, S: np.ndarray) -> list[int]:
     retained = np.zeros(n, dtype=bool)
     best = np.full(n, -np.inf, dtype=np.float32)  # max similarity to another retained unit
     partner = np.full(n, -1, dtype=np.int64)
+    # The victim's key, kept up to date: best for a retained unit (-1 while it has no partner),
+    # -inf for any other; the victim is its first maximum (the oldest among ties).
+    score = np.full(n, -np.inf, dtype=np.float32)
 
     def add(j: int) -> None:
         idx = np.flatnonzero(retained)
         if idx.size:
             col = S[j, idx]
             better = col > best[idx]
-            best[idx[better]] = col[better]
-            partner[idx[better]] = j
+            changed = idx[better]
+            best[changed] = col[better]
+            partner[changed] = j
+            score[changed] = best[changed]
             k = int(np.argmax(col))
             best[j], partner[j] = col[k], idx[k]
         retained[j] = True
+        score[j] = best[j] if np.isfinite(best[j]) else -1.0
 
     def victim() -> int:
-        score = np.where(retained, np.where(np.isfinite(best), best, -1.0), -np.inf)
         v = int(np.argmax(score))  # first maximum = the oldest among ties
         retained[v] = False
-        best[v], partner[v] = -np.inf, -1
-        for r in np.flatnonzero(retained & (partner == v)):
+        best[v], partner[v], score[v] = -np.inf, -1, -np.inf
+        orphans = np.flatnonzero(partner == v)  # retained only: an evicted unit's partner is -1
+        if orphans.size:
             idx = np.flatnonzero(retained)
-            idx = idx[idx != r]
-            if idx.size:
-                row = S[r, idx]
-                k = int(np.argmax(row))
-                best[r], partner[r] = row[k], idx[k]
-            else:
-                best[r], partner[r] = -np.inf, -1
+            if idx.size > 1:
+                # S's diagonal is -inf and every other entry finite, so a row's maximum over all
+                # retained units is its maximum over the others, at the same first position.
+                rows = S[np.ix_(orphans, idx)]
+                k = np.argmax(rows, axis=1)
+                best[orphans] = rows[np.arange(len(orphans)), k]
+                partner[orphans] = idx[k]
+            else:  # the orphan is the only retained unit
+                best[orphans], partner[orphans] = -np.inf, -1
+            score[orphans] = np.where(np.isfinite(best[orphans]), best[orphans], -1.0)
         return v
 
     return _stream(units, budget, add, victim)
@@ -260,29 +273,80 @@ def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0,
     )
 
 
-def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str], budgets: Sequence[int],
-               seeds: Sequence[int], importance: Mapping[str, float] | None = None) -> list[Eviction]:
-    """Every (question, policy, budget, seed) cell. Seed-independent policies run at the first
-    seed only (the paper: "deterministic policies use seed 0"); random and control at each seed."""
+def gold_random_probabilities(units: Sequence[Unit], question_id: str, budgets: Sequence[int],
+                              seeds: Sequence[int]) -> list[list[float]]:
+    """One question's share of the control's calibration (:func:`mixings_of`): per (budget, seed), budgets outer, each
+    gold unit's probability of being evicted by the random policy's run."""
+    return [_random_run(units, budget, seed, question_id)[1] for budget in budgets for seed in seeds]
+
+
+def _gold_random_probabilities_job(job: tuple) -> list[list[float]]:
+    return gold_random_probabilities(*job)
+
+
+def mixings_of(per_question: Sequence[Sequence[Sequence[float]]], budgets: Sequence[int],
+               seeds: Sequence[int]) -> dict[tuple[int, int], float]:
+    """λ per (budget, seed) from every question's :func:`gold_random_probabilities`, questions in
+    sorted order (the sums run in that order, so λ is the same to the last bit however computed)."""
     mixing: dict[tuple[int, int], float] = {}
-    if "control" in policies:
-        for budget in budgets:
-            for seed in seeds:
-                r_all: list[float] = []
-                for qid in sorted(histories):
-                    r_all += _random_run(histories[qid], budget, seed, qid)[1]
-                mixing[(budget, seed)] = control_mixing(r_all)
+    for i, (budget, seed) in enumerate((b, s) for b in budgets for s in seeds):
+        r_all: list[float] = []
+        for r in per_question:
+            r_all += r[i]
+        mixing[(budget, seed)] = control_mixing(r_all)
+    return mixing
+
+
+def evict_question(units: Sequence[Unit], question_id: str, policies: Sequence[str], budgets: Sequence[int],
+                   seeds: Sequence[int], importance: Mapping[str, float] | None = None,
+                   mixing: Mapping[tuple[int, int], float] | None = None) -> list[Eviction]:
+    """One question's cells of :func:`evict_grid`, policies outer, then budgets, then seeds;
+    ``mixing`` the control's λ per (budget, seed) (:func:`mixings_of`)."""
+    mixing = mixing or {}
+    sim = tfidf_similarity(units) if "redundancy" in policies else None
     out = []
-    for qid in sorted(histories):
-        units = histories[qid]
-        sim = tfidf_similarity(units) if "redundancy" in policies else None
-        for policy in policies:
-            for budget in budgets:
-                for seed in (seeds[:1] if policy in DETERMINISTIC_POLICIES else seeds):
-                    out.append(evict(units, policy, budget, seed, question_id=qid,
-                                     importance=importance, similarity=sim,
-                                     control_mix=mixing.get((budget, seed))))
+    for policy in policies:
+        for budget in budgets:
+            for seed in (seeds[:1] if policy in DETERMINISTIC_POLICIES else seeds):
+                out.append(evict(units, policy, budget, seed, question_id=question_id,
+                                 importance=importance, similarity=sim,
+                                 control_mix=mixing.get((budget, seed))))
     return out
+
+
+def _evict_question_job(job: tuple) -> list[Eviction]:
+    return evict_question(*job)
+
+
+def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str], budgets: Sequence[int],
+               seeds: Sequence[int], importance: Mapping[str, float] | None = None, *,
+               workers: int | None = 1) -> list[Eviction]:
+    """Every (question, policy, budget, seed) cell, questions in sorted order. Seed-independent
+    policies run at the first seed only (the paper: "deterministic policies use seed 0"); random
+    and control at each seed. ``workers`` processes share the questions (None: every core;
+    :mod:`memlife.parallel`): the control's λ is calibrated over the whole dataset first
+    (:func:`gold_random_probabilities`, :func:`mixings_of`), then each question's cells are
+    computed on their own (:func:`evict_question`), so the result is the same for any number."""
+    from memlife import parallel
+
+    policies, budgets, seeds = list(policies), list(budgets), list(seeds)
+    qids = sorted(histories)
+
+    def scores(qid: str) -> Mapping[str, float] | None:
+        if importance is None or "importance" not in policies:
+            return None  # no other policy reads the scores
+        if parallel.n_workers(workers) == 1:
+            return importance
+        # A worker is sent its question's scores only, not the whole dataset's (same lookups).
+        return {u.text: importance[u.text] for u in histories[qid] if u.text in importance}
+
+    with parallel.pool(min(parallel.n_workers(workers), max(1, len(qids)))) as pmap:
+        mixing = (mixings_of(pmap(_gold_random_probabilities_job, [(histories[qid], qid, budgets, seeds)
+                                                                   for qid in qids]), budgets, seeds)
+                  if CONTROL in policies else {})
+        per_q = pmap(_evict_question_job, [(histories[qid], qid, policies, budgets, seeds, scores(qid), mixing)
+                                           for qid in qids])
+    return [e for evs in per_q for e in evs]
 
 
 EVICTION_COLUMNS = ("question_id", "policy", "budget", "seed", "retained", "evicted",

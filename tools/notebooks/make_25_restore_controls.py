@@ -13,7 +13,7 @@ fixed by restoring it), *recoverable* (gold kept but not retrieved, fixed by res
 with all the gold in front of the reader). An instrument should be checked against something whose reading is known.
 This notebook runs three **reference subjects** — model-free readers whose right answer is known (DESIGN.md,
 "Reference subjects"; `memlife.subjects`, `memlife.restore.subjects`) — through the whole audit, offline, at the
-paper's scale of 470 questions:
+paper's scale: 470 questions with LongMemEval-S-length (~102k-token) histories:
 
 | subject | answers |
 | --- | --- |
@@ -62,13 +62,19 @@ min_clusters = 5"""),
 ("md", """**What runs, at what scale.**
 
 * *Data.* LongMemEval-format questions built offline by `longmem.build` (the six question types in turn, evidence
-  sessions among real human chit-chat dialogues), in memory: 470 questions at quick and paper. A LongMemEval-S history
-  is ~50 sessions, ~500 turns, ~102k tokens, because its assistant turns are long; the builder's filler is real
-  chit-chat at ~20 tokens a turn, so a history of LongMemEval-S's *length in turns* (~500) is ~10k tokens here
-  (`history_tokens`). Budgets and the injection cap are the paper's as fractions of its ~102k-token histories
-  (8k/30k/80k → `arms.scaled_budgets`; the 2,000-token cap → `restore_cap`), so each keeps the paper's share of the
-  history; k = 60 units is the paper's. A 115k-token chit-chat history would be ~5,700 turns: eleven times the
-  paper's turns, and the redundancy policy (quadratic in the turns) alone would take hours.
+  sessions among real human chit-chat dialogues), in memory: 470 questions at quick and paper, each history as long
+  as LongMemEval-S's in tokens — `history_tokens` = 102,000, what this project measures the real file at with its
+  tokenizer (the paper says ~115k; `arms.PAPER_HISTORY_TOKENS`, notebook 20's paper setting). The budgets
+  (8k/30k/80k tokens), the 2,000-token injection cap (`restore_cap`) and k = 60 units are the paper's.
+* *Where it differs.* A LongMemEval-S history is ~50 sessions and ~500 turns, long because its assistant turns are
+  long (~200 tokens); the builder's filler is real chit-chat at ~20 tokens a turn, so the same 102k tokens are
+  ~5,200 turns here. A budget therefore keeps the paper's share of the history's tokens but ten times as many,
+  shorter units, and the top-k context (60 units) holds ~1.2k tokens of turn text (~2.3k as rendered, dates and roles
+  included), not ~12k; the forced-gold and restore contexts fill the same 2,000-token cap (of turn text) as the
+  paper's, with more, shorter snippets.
+* *Time.* The eviction grid and the reads are computed question by question, spread over every core
+  (`GridConfig.workers`, `memlife.parallel`): the control's mixing rate is calibrated over the whole dataset first,
+  so the grid is the same for any number of processes (a test checks it against the serial one).
 * *Policies.* Every policy that needs no model: FIFO, random, redundancy-aware, no-evict and the destructive control
   (random's run with gold evicted at 3× random's rate), at 3 budgets and, for random and the control, 3 seeds.
   **LLM-importance is left out**: it asks the scorer model for an importance score per distinct unit text —
@@ -97,6 +103,9 @@ toks = np.array([sum(u.tokens for u in us) for us in grid.histories.values()])
 print(f"{len(grid.questions)} questions, {turns.mean():.0f} turns and {toks.mean():,.0f} tokens per history; "
       f"{len(grid.evictions):,} evictions; {grid.plan.naive_calls:,} reads, {grid.plan.distinct_calls:,} distinct "
       f"prompts ({time.perf_counter() - t0:.0f} s)")
+ctx_tokens = pd.DataFrame([(r.regime, r.context_tokens) for r in grid.reads if r.arm == "policy"],
+                          columns=["regime", "tokens"]).groupby("regime")["tokens"].mean()
+print("mean context of a policy read, as rendered:", ", ".join(f"{g} {t:,.0f} tokens" for g, t in ctx_tokens.items()))
 pd.DataFrame([{"policy": e.policy, "budget": e.budget, "seed": e.seed, "gold_lost": e.n_gold_evicted > 0}
               for e in grid.evictions]).groupby(["policy", "budget"], sort=False).agg(
     observations=("gold_lost", "size"), gold_lost=("gold_lost", "mean")).round(3)"""),

@@ -89,18 +89,32 @@ class Read:
     context_tokens: int
 
 
-def _read(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str], arm: str,
-          ev: Eviction | None, regime: str | None, n_gold: int) -> Read:
+def _context(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str]) -> tuple[tuple[str, ...], str, int]:
+    """(chronological unit ids, reader prompt, context tokens) of a context."""
     chrono = retrieve.chronological(units_by_id, ids)
     snippets = retrieve.render(chrono)
+    return (tuple(u.unit_id for u in chrono),
+            prompts.READER_USER.format(today=q.question_date, snippets=snippets, question=q.question),
+            tokens.count(snippets))
+
+
+def _read(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str], arm: str,
+          ev: Eviction | None, regime: str | None, n_gold: int,
+          contexts: dict[frozenset, tuple] | None = None) -> Read:
+    """One read; ``contexts`` (if given) memoizes the rendering of a context seen before."""
+    if contexts is None:
+        unit_ids, prompt, n_tokens = _context(q, units_by_id, ids)
+    else:
+        key = frozenset(ids)
+        if key not in contexts:
+            contexts[key] = _context(q, units_by_id, key)
+        unit_ids, prompt, n_tokens = contexts[key]
     return Read(
         question_id=q.question_id, question_type=q.question_type,
         policy=ev.policy if ev else None, budget=ev.budget if ev else None,
         regime=regime, seed=ev.seed if ev else None, arm=arm, n_gold=n_gold,
         n_gold_evicted=ev.n_gold_evicted if ev else None,
-        unit_ids=tuple(u.unit_id for u in chrono),
-        prompt=prompts.READER_USER.format(today=q.question_date, snippets=snippets, question=q.question),
-        context_tokens=tokens.count(snippets),
+        unit_ids=unit_ids, prompt=prompt, context_tokens=n_tokens,
     )
 
 
@@ -120,11 +134,17 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
     by_id = {u.unit_id: u for u in units}
     gold = [u.unit_id for u in units if u.is_gold]
     toks = retrieve.tokenize([u.text for u in units])
-    out = [_read(q, by_id, gold, "clean_gold", None, None, len(gold))]
+    # Cells that retained the same units (no-evict at every budget) share their ranking, and arms
+    # that hand over the same units share their rendered context: computed once each.
+    rankings: dict[tuple[str, ...], list[str]] = {}
+    ctx: dict[frozenset, tuple] = {}
+    out = [_read(q, by_id, gold, "clean_gold", None, None, len(gold), ctx)]
     for ev in evictions:
         if ev.question_id != q.question_id:
             raise ValueError(f"eviction of question {ev.question_id!r} passed with question {q.question_id!r}")
-        ranking = retrieve.rank(units, ev.retained, q.question, toks)
+        if ev.retained not in rankings:
+            rankings[ev.retained] = retrieve.rank(units, ev.retained, q.question, toks)
+        ranking = rankings[ev.retained]
         kept = set(ev.retained)
         surviving_gold = [g for g in gold if g in kept]
         restore = retrieve.inject(units, gold, ranking, restore_cap)
@@ -133,8 +153,8 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
             ids = retrieve.select(units, ranking, regime, k=k, cap=restore_cap,
                                   retained_gold=surviving_gold)
             contexts[regime] = ids
-            out.append(_read(q, by_id, ids, "policy", ev, regime, len(gold)))
-            out.append(_read(q, by_id, restore, "restore", ev, regime, len(gold)))
+            out.append(_read(q, by_id, ids, "policy", ev, regime, len(gold), ctx))
+            out.append(_read(q, by_id, restore, "restore", ev, regime, len(gold), ctx))
         if not ablations:
             continue
         surviving = retrieve.inject(units, surviving_gold, ranking, restore_cap)
@@ -148,8 +168,8 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
         if any(by_id[i].is_gold for i in placebo):
             raise IdentityError(f"{_cell_name(ev)}: the placebo holds gold")
         for regime in regimes:
-            out.append(_read(q, by_id, surviving, "restore_surviving", ev, regime, len(gold)))
-            out.append(_read(q, by_id, placebo, "placebo", ev, regime, len(gold)))
+            out.append(_read(q, by_id, surviving, "restore_surviving", ev, regime, len(gold), ctx))
+            out.append(_read(q, by_id, placebo, "placebo", ev, regime, len(gold), ctx))
     return out
 
 

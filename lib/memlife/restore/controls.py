@@ -57,6 +57,7 @@ class GridConfig:
     seed: int = 0
     policies: list[str] = field(default_factory=lambda: list(MODEL_FREE_POLICIES))
     ablation_arms: bool = True
+    workers: int | None = None  # processes sharing the questions (None: every core); same grid for any number
 
 
 @dataclass
@@ -68,19 +69,50 @@ class Grid:
     plan: arms.ReadPlan
 
 
+def _question_units(job: tuple) -> tuple[list[Unit], list[list[float]]]:
+    """A question's units and its share of the control's calibration (`evict.gold_random_probabilities`)."""
+    q, budgets, seeds, with_control = job
+    us = units.units_of(q)
+    return us, (evict.gold_random_probabilities(us, q.question_id, budgets, seeds) if with_control else [])
+
+
+def _question_grid(job: tuple) -> tuple[list[Eviction], list[arms.Read]]:
+    """A question's cells (`evict.evict_question`) and reads (`pipeline.plan_question`), checked
+    (`pipeline.check_reads`)."""
+    q, us, cfg, mixing = job
+    evs = evict.evict_question(us, q.question_id, list(cfg.policies), list(cfg.budgets), list(cfg.seeds),
+                               mixing=mixing)
+    reads = pipeline.plan_question(q, evs, k=cfg.k, restore_cap=cfg.restore_cap, ablation_arms=cfg.ablation_arms,
+                                   history=us)
+    pipeline.check_reads(reads, [q], cfg.restore_cap, {q.question_id: us})
+    return evs, reads
+
+
 def build_grid(cfg: GridConfig) -> Grid:
     """The offline LongMemEval-format data, the eviction grid and every read, with notebook 22's
-    construction checks (`pipeline.check_reads`)."""
+    construction checks (`pipeline.check_reads`): `evict.evict_grid`, then `pipeline.plan_grid`,
+    question by question over `cfg.workers` processes (`memlife.parallel`). Two passes, because
+    the control's λ is calibrated over the whole dataset: units and calibration, then each
+    question's evictions and reads. The result is the same for any number of workers."""
+    from memlife import parallel
+
     bad = [p for p in cfg.policies if p not in MODEL_FREE_POLICIES]
     if bad:
         raise ValueError(f"{bad} need a model; model-free policies: {MODEL_FREE_POLICIES}")
     questions = [longmem.to_question(r) for r in longmem.build(cfg.n_questions, cfg.history_tokens, seed=cfg.seed)]
-    histories = {q.question_id: units.units_of(q) for q in questions}
-    evictions = evict.evict_grid(histories, list(cfg.policies), list(cfg.budgets), list(cfg.seeds))
-    reads, plan = pipeline.plan_grid(questions, evictions, k=cfg.k, restore_cap=cfg.restore_cap,
-                                     ablation_arms=cfg.ablation_arms)
-    pipeline.check_reads(reads, questions, cfg.restore_cap)
-    return Grid(questions, histories, evictions, reads, plan)
+    budgets, seeds = list(cfg.budgets), list(cfg.seeds)
+    with_control = evict.CONTROL in cfg.policies
+    with parallel.pool(min(parallel.n_workers(cfg.workers), len(questions))) as pmap:
+        first = pmap(_question_units, [(q, budgets, seeds, with_control) for q in questions])
+        histories = {q.question_id: us for q, (us, _) in zip(questions, first)}
+        r_gold = {q.question_id: r for q, (_, r) in zip(questions, first)}
+        mixing = evict.mixings_of([r_gold[qid] for qid in sorted(r_gold)], budgets, seeds) if with_control else {}
+        by_q = dict(zip(histories, pmap(_question_grid, [(q, histories[q.question_id], cfg, mixing)
+                                                         for q in questions])))
+    # evict_grid's order (questions sorted by id), plan_grid's (questions in order)
+    evictions = [e for qid in sorted(by_q) for e in by_q[qid][0]]
+    reads = [r for q in questions for r in by_q[q.question_id][1]]
+    return Grid(questions, histories, evictions, reads, arms.plan_reads(reads))
 
 
 def read(grid: Grid, subject: str, *, seed: int = 0, noise: ref.Noise | None = None) -> tuple[pd.DataFrame, SubjectReader]:

@@ -102,30 +102,47 @@ def load_questions(p: Params) -> list[Question]:
     return longmem.load_dataset(p.profile, p.source)
 
 
+def plan_question(q: Question, evictions: Sequence[Eviction], *, k: int, restore_cap: int,
+                  ablation_arms: bool = False, history: Sequence[Unit] | None = None) -> list[arms.Read]:
+    """Every read of one question (``history``: its units, if already at hand)."""
+    return arms.build_reads(q, units.units_of(q) if history is None else history, evictions, k=k,
+                            restore_cap=restore_cap, ablations=ablation_arms)
+
+
+def _plan_question_job(job: tuple) -> list[arms.Read]:
+    q, evictions, k, restore_cap, ablation_arms = job
+    return plan_question(q, evictions, k=k, restore_cap=restore_cap, ablation_arms=ablation_arms)
+
+
 def plan_grid(questions: Sequence[Question], evictions: Sequence[Eviction], *, k: int, restore_cap: int,
-              ablation_arms: bool = False) -> tuple[list[arms.Read], arms.ReadPlan]:
-    """Every read of the grid (notebook 22's first code cell) and its deduplicated plan."""
+              ablation_arms: bool = False, workers: int | None = 1) -> tuple[list[arms.Read], arms.ReadPlan]:
+    """Every read of the grid (notebook 22's first code cell) and its deduplicated plan. ``workers``
+    processes share the questions (None: every core; :mod:`memlife.parallel`), each sent its own
+    question and evictions; the reads are the same, in the same order, for any number."""
+    from memlife import parallel
+
     by_q: dict[str, list[Eviction]] = {}
     for e in evictions:
         by_q.setdefault(e.question_id, []).append(e)
-    reads: list[arms.Read] = []
-    for q in questions:
-        reads += arms.build_reads(q, units.units_of(q), by_q.get(q.question_id, []), k=k,
-                                  restore_cap=restore_cap, ablations=ablation_arms)
+    jobs = [(q, by_q.get(q.question_id, []), k, restore_cap, ablation_arms) for q in questions]
+    reads = [r for rs in parallel.map_ordered(_plan_question_job, jobs, workers=workers) for r in rs]
     return reads, arms.plan_reads(reads)
 
 
-def check_reads(reads: Sequence[arms.Read], questions: Sequence[Question], restore_cap: int) -> None:
+def check_reads(reads: Sequence[arms.Read], questions: Sequence[Question], restore_cap: int,
+                histories: Mapping[str, Sequence[Unit]] | None = None) -> None:
     """The construction's identities, on the reads themselves (notebook 22's checks):
     restore holds every gold unit; injected contexts fit the cap, gold counted (or are the gold
     alone where it exceeds the cap); forced-gold reads restore's very context exactly when no
     gold was evicted; restore_surviving reads the forced-gold context; the placebo holds no gold
-    and as many snippets as the restore."""
-    unit_index = {q.question_id: {u.unit_id: u for u in units.units_of(q)} for q in questions}
+    and as many snippets as the restore. ``histories``: the questions' units, if already at hand."""
+    unit_index = {q.question_id: {u.unit_id: u for u in (units.units_of(q) if histories is None
+                                                         else histories[q.question_id])} for q in questions}
+    gold_index = {qid: {i for i, u in us.items() if u.is_gold} for qid, us in unit_index.items()}
     by_cell: dict[tuple, dict[tuple, arms.Read]] = {}
     for r in reads:
         us = unit_index[r.question_id]
-        gold_ids = {i for i, u in us.items() if u.is_gold}
+        gold_ids = gold_index[r.question_id]
         if r.arm in ("restore", "restore_surviving") or (r.regime == "forced_gold" and r.arm == "policy"):
             gold_tokens = sum(us[i].tokens for i in r.unit_ids if us[i].is_gold)
             total = sum(us[i].tokens for i in r.unit_ids)
