@@ -7,7 +7,9 @@ Two implementations score the same binary labels from the same gold data:
   the gold provenance and the evidence conversation and assigns binary labels), used only when
   `llm.judge_available()` — the embedded model is a weak subject, never a judge.
 
-When both run, their agreement (percent and Cohen's kappa) is reported per label.
+When both run, their agreement (percent and Cohen's kappa) is reported per label
+(`judge_agreement`), and the judge's labels go into Tables 3-5 in rows of their own beside the
+scorer's (`table3_rows`, `accuracy_table`).
 
 Labels per probe (None = the metric does not apply to this probe):
 
@@ -669,6 +671,24 @@ TABLE3_COLUMNS = {
 }
 
 
+def _frame(records):
+    import pandas as pd
+
+    return records if isinstance(records, pd.DataFrame) else pd.DataFrame(records)
+
+
+def _means(df, by: list[str], cols: list[str]):
+    """Mean of each column of `cols` per `by` group over its non-missing values, and the group's size `n`."""
+    import pandas as pd
+
+    num = df[by + cols].copy()
+    for c in cols:
+        num[c] = pd.to_numeric(num[c].astype("object").where(num[c].notna()), errors="coerce")
+    out = num.groupby(by, sort=True)[cols].mean().reset_index()
+    out["n"] = num.groupby(by, sort=True).size().values
+    return out
+
+
 def summarize(records, by: list[str]):
     """Mean of every label over the probes where it applies, grouped by `by` columns.
 
@@ -676,16 +696,206 @@ def summarize(records, by: list[str]):
     leakage and stale rates are over the well-formed replies they apply to, and "malformed" is
     the share of all replies. Records without a "malformed" column get none in the summary.
     """
+    df = _frame(records)
+    return _means(df, by, [c for c in TABLE3_COLUMNS if c != "malformed" or c in df.columns])
+
+
+# ----------------------------------------------------------------------------- the judge's labels beside the scorer's
+#
+# Where an LLM judge ran (`evaluate._judge`), every record carries judge_valid and judge_<label>
+# for the six JUDGE_LABELS. A reply that did not parse (judge_valid False) has no labels: it is
+# counted as invalid, never as a disagreement, and left out of the judge's means. The scorer's
+# conventions hold for the judge too: None is "not applicable", and on a malformed reply leakage
+# and stale do not apply (nothing was said, so nothing leaked).
+
+# Our rows of Tables 3-5 say whose labels they carry once a judge ran: "scorer" or "judge".
+LABELS_COLUMN = "labels"
+# The judge's `operation` label is binary (were the gold operations identified?), the scorer's
+# Operation F1 continuous, so the judge's rate gets a column of its own; the scorer's rows fill
+# it with the binarisation the agreement uses (`deterministic_binary`: Operation F1 >= 0.5).
+OPERATION_BINARY = "Operation (binary)"
+JUDGE_TABLE3_COLUMNS = {
+    "accuracy": "Accuracy",
+    "operation": OPERATION_BINARY,
+    "provenance": "Provenance",
+    "leakage": "Leakage",
+    "stale": "Stale Value",
+    "reflect": "Reflect Precision",
+    "malformed": "Malformed",
+}
+# Judge replies that did not parse, per row of the judge's: not in its means (an `n_` column, so
+# `report.save_table` writes it as a count).
+JUDGE_INVALID = "n_judge_invalid"
+AGREEMENT_COLUMNS = ("label", "judged", "invalid", "one_na", "n", "agreement", "kappa", "scorer_rate", "judge_rate")
+
+
+def _flag(v) -> bool | None:
     import pandas as pd
 
-    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
-    cols = [c for c in TABLE3_COLUMNS if c != "malformed" or c in df.columns]
-    num = df[by + cols].copy()
-    for c in cols:
-        num[c] = pd.to_numeric(num[c].astype("object").where(num[c].notna()), errors="coerce")
-    out = num.groupby(by, sort=True)[cols].mean().reset_index()
-    out["n"] = num.groupby(by, sort=True).size().values
+    return None if v is None or pd.isna(v) else bool(v)
+
+
+def _judged_mask(df):
+    """The records an LLM judge replied to (validly or not)."""
+    import pandas as pd
+
+    if "judge_valid" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return df["judge_valid"].notna()
+
+
+def judged(records) -> bool:
+    """Whether any record carries an LLM judge's reply."""
+    return bool(_judged_mask(_frame(records)).any())
+
+
+def scorer_binary(records):
+    """The scorer's labels as the judge's six binary ones (`deterministic_binary`), one row per
+    record, same index; None where a label does not apply."""
+    import pandas as pd
+
+    df = _frame(records)
+    fields = ("accuracy", "op_f1", "provenance", "leakage", "stale", "reflect")
+    rows = []
+    for rec in df[list(fields)].itertuples(index=False):
+        v = dict(zip(fields, rec))
+        d = deterministic_binary(Labels(accuracy=bool(v["accuracy"]), op_f1=float(v["op_f1"]),
+                                        provenance=bool(v["provenance"]), leakage=_flag(v["leakage"]),
+                                        stale=_flag(v["stale"]), reflect=_flag(v["reflect"])))
+        rows.append({k: _flag(x) for k, x in d.items()})
+    return pd.DataFrame(rows, index=df.index, columns=list(JUDGE_LABELS), dtype=object)
+
+
+def judge_binary(records):
+    """The judge's six labels, one row per record, same index: None where the judge said NA,
+    where it did not reply or its reply was invalid, and for leakage and stale on a malformed
+    reply (the scorer's convention)."""
+    import pandas as pd
+
+    df = _frame(records)
+    ok = [_flag(v) is True for v in (df["judge_valid"] if "judge_valid" in df.columns else [None] * len(df))]
+    malformed = [_flag(v) is True for v in (df["malformed"] if "malformed" in df.columns else [None] * len(df))]
+    out = pd.DataFrame(index=df.index, columns=list(JUDGE_LABELS), dtype=object)
+    for k in JUDGE_LABELS:
+        col = df[f"judge_{k}"] if f"judge_{k}" in df.columns else [None] * len(df)
+        out[k] = [None if not good or (bad and k in ("leakage", "stale")) else _flag(v)
+                  for v, good, bad in zip(col, ok, malformed)]
     return out
+
+
+def summarize_judge(records, by: list[str]):
+    """The judge's labels in `summarize`'s shape, over the records a judge replied to: the mean
+    of each of JUDGE_LABELS where it applies and the reply was valid, "malformed" (the share of
+    the system's replies that did not parse, as in `summarize`), `n` (records judged) and
+    JUDGE_INVALID (judge replies that did not parse). `operation` is the judge's binary label,
+    not an F1. Empty (no rows) when no judge ran."""
+    df = _frame(records)
+    df = df[_judged_mask(df)]
+    labels = judge_binary(df)
+    frame = df[by].copy()
+    for k in JUDGE_LABELS:
+        frame[k] = labels[k]
+    cols = list(JUDGE_LABELS)
+    if "malformed" in df.columns:
+        frame["malformed"] = df["malformed"]
+        cols.append("malformed")
+    frame[JUDGE_INVALID] = [_flag(v) is False for v in df["judge_valid"]] if len(df) else []
+    out = _means(frame, by, cols)
+    out[JUDGE_INVALID] = frame.groupby(by, sort=True)[JUDGE_INVALID].sum().astype(int).values
+    return out
+
+
+def _with_judge_rows(scorer, judge, by: list[str]):
+    """Scorer rows, then for each group its judge row, told apart by LABELS_COLUMN."""
+    import pandas as pd
+
+    scorer = scorer.copy()
+    judge = judge.copy()
+    scorer.insert(len(by), LABELS_COLUMN, "scorer")
+    judge.insert(len(by), LABELS_COLUMN, "judge")
+    out = pd.concat([scorer, judge], ignore_index=True)
+    out["_judge"] = out[LABELS_COLUMN] == "judge"
+    out = out.sort_values(by + ["_judge"], kind="stable").drop(columns="_judge").reset_index(drop=True)
+    return out
+
+
+def table3_rows(records, by: list[str]):
+    """Our rows of Table 3, with TABLE3_COLUMNS names.
+
+    No judge ran: exactly `summarize(records, by)` renamed, so the tables read as they always
+    have. A judge ran: the scorer's rows and the judge's (`summarize_judge`, JUDGE_TABLE3_COLUMNS
+    names), each group's scorer row first, told apart by a `labels` column ("scorer"/"judge");
+    the judge's binary operation rate goes in OPERATION_BINARY (the scorer's rows: Operation F1
+    >= 0.5), never in Operation F1, and JUDGE_INVALID counts the judge's unparsed replies.
+    """
+    df = _frame(records)
+    scorer = summarize(df, by).rename(columns=TABLE3_COLUMNS)
+    if not judged(df):
+        return scorer
+    binary = df[by].copy()
+    binary["operation"] = scorer_binary(df)["operation"]
+    scorer.insert(list(scorer.columns).index("Operation F1") + 1, OPERATION_BINARY,
+                  _means(binary, by, ["operation"])["operation"].values)
+    judge = summarize_judge(df, by).rename(columns=JUDGE_TABLE3_COLUMNS)
+    out = _with_judge_rows(scorer, judge, by)
+    return out[[*by, LABELS_COLUMN, *[c for c in scorer.columns if c not in by], JUDGE_INVALID]]
+
+
+def accuracy_table(records, column: str, names: dict, index: str = "Method"):
+    """Accuracy by `column` (op_type: Table 4; probe_type: Table 5), one row per `index` value,
+    one column per `names` value in its order (`names` maps the records' values to the table's).
+
+    A judge ran: the judge's accuracy (valid replies only) in rows of their own, labelled as in
+    `table3_rows`; otherwise the scorer's rows alone, unlabelled.
+    """
+    df = _frame(records)
+    acc = df.pivot_table(index=index, columns=column, values="accuracy", aggfunc="mean").rename(columns=names)
+    ours = acc.reindex(columns=list(names.values())).reset_index()
+    if not judged(df):
+        return ours
+    mask = _judged_mask(df)
+    j = df.loc[mask, [index, column]].copy()
+    j["accuracy"] = judge_binary(df[mask])["accuracy"]
+    jacc = _means(j, [index, column], ["accuracy"]).pivot(index=index, columns=column, values="accuracy")
+    judge = jacc.rename(columns=names).reindex(columns=list(names.values())).reset_index()
+    return _with_judge_rows(ours, judge, [index])
+
+
+def judge_agreement(records, by: list[str] | None = None):
+    """Judge-scorer agreement per label (rows: `by` groups x JUDGE_LABELS), over the records a
+    judge replied to.
+
+    judged       records the judge replied to
+    invalid      of those, replies that did not parse: counted here, never as disagreements
+    one_na       valid replies where exactly one of judge and scorer calls the label not applicable
+    n, agreement, kappa   `agreement` over the items both label (scorer: `deterministic_binary`)
+    scorer_rate, judge_rate   the share of those items each labels 1
+    Empty, with these columns, when no judge ran.
+    """
+    import pandas as pd
+
+    by = list(by or [])
+    df = _frame(records)
+    df = df[_judged_mask(df)]
+    cols = [*by, *AGREEMENT_COLUMNS]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    scorer, judge = scorer_binary(df), judge_binary(df)
+    valid = pd.Series([_flag(v) is True for v in df["judge_valid"]], index=df.index)
+    groups = df.groupby(by, sort=True).groups.items() if by else [((), df.index)]
+    rows = []
+    for key, idx in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        ok = idx[valid[idx].to_numpy()]
+        for label in JUDGE_LABELS:
+            a, b = scorer.loc[ok, label].tolist(), judge.loc[ok, label].tolist()
+            paired = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+            rows.append({**dict(zip(by, key)), "label": label, "judged": len(idx), "invalid": len(idx) - len(ok),
+                         "one_na": sum((x is None) != (y is None) for x, y in zip(a, b)),
+                         **agreement(a, b),
+                         "scorer_rate": sum(x for x, _ in paired) / len(paired) if paired else float("nan"),
+                         "judge_rate": sum(y for _, y in paired) / len(paired) if paired else float("nan")})
+    return pd.DataFrame(rows, columns=cols)
 
 
 # ----------------------------------------------------------------------------- scoring a file
