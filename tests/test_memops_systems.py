@@ -334,3 +334,23 @@ def test_changing_an_answer_parameter_asks_again_and_records_only_the_current_ru
                          tmp_path, reader_client=client, progress=False)
     assert len(client.seen) == 8 and len(third) == 2
     assert len(evaluate.collect(tmp_path)) == 8  # the journals keep every answer ever given
+
+
+def test_temp_lora_generates_under_the_readers_token_cap(tmp_path, monkeypatch):
+    """Every system gets room for a perfect reply: Temp-LoRA's generation cap is reader_max_tokens,
+    not a fixed default below the longest gold response."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def make_system(name, **kw):
+        seen[name] = kw["temp_lora"]
+        raise Stop
+
+    monkeypatch.setattr(systems, "make_system", make_system)
+    cfg = evaluate.EvalConfig(systems=["temp_lora"], settings=["adjacent"], temp_lora_settings=["adjacent"],
+                              max_probes=1, reader_max_tokens=345, judge=False)
+    with pytest.raises(Stop):
+        evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
+    assert seen["temp_lora"].max_new_tokens == 345 > systems.TempLoRAConfig().max_new_tokens
