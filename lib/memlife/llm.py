@@ -6,8 +6,10 @@
   ``MEMLIFE_MODEL`` for all roles). The key comes from the environment only and is never stored.
   With nothing configured every role uses the embedded llama-server (``memlife.serve``).
 - Cache: every reply is stored on disk (diskcache, SQLite: safe for concurrent writers and
-  atomic under SIGKILL) under the SHA-256 of the canonical request. ``MEMLIFE_LLM_MODE=replay``
-  answers only from the cache and fails on a miss; ``refresh`` ignores cached replies.
+  atomic under SIGKILL) under the SHA-256 of the canonical request. A recording of replies
+  (``memlife.replies``: MEMLIFE_REPLIES, or the profile's ``recorded_replies``) is consulted
+  first, so a run rests on the same replies on every machine. ``MEMLIFE_LLM_MODE=replay``
+  answers only from the recording and the cache and fails on a miss; ``refresh`` ignores both.
 - Robustness: bounded concurrency; retries with exponential backoff and jitter on 429, 5xx,
   timeouts, connection errors and malformed bodies, honouring Retry-After. A call that still
   fails raises ``LLMCallError`` naming the request id. Failures are never cached.
@@ -83,7 +85,7 @@ class Endpoint:
         return self.base_url is None
 
 
-_settings: dict[str, Any] = {"models": {}, "run": None, "spend_cap_usd": None}
+_settings: dict[str, Any] = {"models": {}, "run": None, "spend_cap_usd": None, "replies": None}
 
 
 def configure(profile: str | None = None, *, run: str | None = None,
@@ -95,13 +97,17 @@ def configure(profile: str | None = None, *, run: str | None = None,
     """
     cfg_models: dict = {}
     cap = None
+    recorded = None
     if profile is not None:
         from . import config
 
         cfg = config.load_profile(profile)
         cfg_models = cfg.get("models") or {}
         cap = cfg.get("spend_cap_usd")
+        if cfg.get("recorded_replies"):
+            recorded = paths.repo_root() / cfg["recorded_replies"]
     _settings["models"] = {**cfg_models, **(models or {})}
+    _settings["replies"] = recorded
     _settings["spend_cap_usd"] = spend_cap_usd if spend_cap_usd is not None else cap
     if run is not None:
         _settings["run"] = run
@@ -218,6 +224,7 @@ class Completion:
     model: str
     finish_reason: str | None = None
     error: str | None = None  # set by complete_json when the reply does not parse
+    source: str = "live"  # "recorded" (a recording of replies), "cache" (the disk cache) or "live"
 
 
 # --------------------------------------------------------------------------- cache and usage
@@ -252,26 +259,36 @@ def cache_put(key: str, value: dict) -> None:
 
 
 def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: str, describe: str) -> Completion:
-    """The reply cached under `key`, or `compute()`'s, cached; either way accounted under `role`.
+    """The reply recorded or cached under `key`, or `compute()`'s, cached; accounted under `role`.
 
     The one path of every model call — the endpoint clients' and a local model's own generations
     (Temp-LoRA) — so that all obey MEMLIFE_LLM_MODE (replay fails on a miss naming `describe`,
-    refresh ignores hits), and all are counted. A failed call raises and caches nothing.
+    refresh ignores hits), and all are counted. The active recording comes before the cache: its
+    replies are the ones a shared result rests on, whatever this machine's model would say. A
+    failed call raises and caches nothing.
     """
+    from . import replies
+
     m = mode()
     if m != "refresh":
-        hit = cache_get(key)
-        if hit is not None:
-            c = Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
-                           completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
-                           request_id=key, model=model, finish_reason=hit.get("finish_reason"))
-            _account(role, c)
-            return c
+        for source, hit in (("recorded", replies.lookup(key)), ("cache", None)):
+            if source == "cache":
+                hit = cache_get(key)
+            if hit is not None:
+                c = Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
+                               completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
+                               request_id=key, model=model, finish_reason=hit.get("finish_reason"),
+                               source=source)
+                _account(role, c)
+                return c
     if m == "replay":
-        raise CacheMiss(f"replay mode: no cached reply for request {key[:16]} ({describe})")
+        raise CacheMiss(f"replay mode: no recorded or cached reply for request {key[:16]} ({describe})")
     c = compute()
+    # Where the reply was made travels with it, into any recording exported from this cache.
     cache_put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
-                    "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason})
+                    "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason,
+                    "provenance": replies.provenance(model)})
+    c.source = "live"
     _account(role, c)
     return c
 
@@ -279,7 +296,8 @@ def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: s
 @dataclass
 class Usage:
     calls: int = 0
-    cached_calls: int = 0
+    cached_calls: int = 0  # answered without a model call: from the cache or a recording
+    recorded_calls: int = 0  # of those, from the recording of replies
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usd_estimate: float = 0.0
@@ -325,6 +343,7 @@ def _account(role: str, c: Completion) -> None:
     with _usage_lock:
         _usage.calls += 1
         _usage.cached_calls += int(c.cached)
+        _usage.recorded_calls += int(c.source == "recorded")
         _usage.prompt_tokens += c.prompt_tokens
         _usage.completion_tokens += c.completion_tokens
         if usd is None:
@@ -333,6 +352,7 @@ def _account(role: str, c: Completion) -> None:
         else:
             _usage.usd_estimate += usd
     _log_call({"role": role, "model": c.model, "request_id": c.request_id, "cached": c.cached,
+               "source": c.source,
                "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                "latency_s": round(c.latency_s, 4), "usd": usd})
 
@@ -350,7 +370,8 @@ def reset_usage() -> None:
 
 def summarize_calls(log_path: Path) -> dict:
     """Aggregate a calls log (one JSON line per call) into the per-run usage summary."""
-    out = {"calls": 0, "cached_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+    out = {"calls": 0, "cached_calls": 0, "recorded_calls": 0, "live_calls": 0,
+           "prompt_tokens": 0, "completion_tokens": 0,
            "usd_estimate": 0.0, "unpriced_models": [], "latency_s": 0.0}
     if Path(log_path).exists():
         for n, line in enumerate(Path(log_path).read_text().splitlines(), 1):
@@ -362,6 +383,8 @@ def summarize_calls(log_path: Path) -> dict:
                 raise LLMError(f"{log_path}:{n}: not a JSON line ({exc})") from exc
             out["calls"] += 1
             out["cached_calls"] += int(r["cached"])
+            out["recorded_calls"] += int(r.get("source") == "recorded")
+            out["live_calls"] += int(not r["cached"])
             out["prompt_tokens"] += r["prompt_tokens"]
             out["completion_tokens"] += r["completion_tokens"]
             out["latency_s"] += r["latency_s"]
