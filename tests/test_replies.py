@@ -214,3 +214,13 @@ def test_a_profile_names_its_recording_and_the_environment_wins(isolated_llm, mo
     monkeypatch.setenv("MEMLIFE_REPLIES", "off")
     llm.configure("quick")
     assert replies.active_path() is None
+
+
+def test_a_replayed_paper_run_needs_no_endpoint_and_no_cap(isolated_llm, monkeypatch):
+    from memlife import runner
+
+    monkeypatch.setenv("MEMLIFE_ROOT", str(Path(__file__).resolve().parents[1]))
+    with pytest.raises(SystemExit, match="needs a spending cap"):
+        runner.check_paper_profile("paper")
+    monkeypatch.setenv("MEMLIFE_LLM_MODE", "replay")
+    runner.check_paper_profile("paper")  # nothing can be sent, so nothing can be spent

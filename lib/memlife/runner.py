@@ -25,8 +25,10 @@ from . import config, llm, paths, replies
 
 
 def check_paper_profile(profile: str) -> None:
-    """The paper profile spends real money: it needs a configured endpoint and a spending cap."""
-    if profile != "paper":
+    """The paper profile spends real money: it needs a configured endpoint and a spending cap —
+    unless the run is replayed from recorded replies (MEMLIFE_LLM_MODE=replay), which sends
+    nothing and fails on the first request the recording lacks."""
+    if profile != "paper" or llm.mode() == "replay":
         return
     llm.configure(profile)
     embedded = [r for r in ("reader", "judge") if not llm.role_configured(r)]

@@ -14,7 +14,9 @@ client, `memlife.llm`. This notebook shows what that client does for you:
 1. **which endpoint and model** each role uses (by default the *embedded* SmolLM2-135M served by
    `llama-server` on loopback; any OpenAI-compatible endpoint through environment variables);
 2. **the on-disk cache**: every reply is stored under the SHA-256 of the whole request, so running a
-   notebook again repeats no call — the second pass below is all cache hits;
+   notebook again repeats no call — the second pass below is all cache hits (under the quick
+   profile both passes come from its recording of replies, `results/replies/quick.jsonl.gz`,
+   which answers first so that the committed numbers are the same on every CPU; see the README);
 3. **throughput** at one versus several concurrent requests;
 4. **token and cost accounting**, the numbers that end up in `results/usage/<notebook>.json`.
 

