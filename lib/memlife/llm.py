@@ -271,16 +271,16 @@ def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: s
 
     m = mode()
     if m != "refresh":
-        for source, hit in (("recorded", replies.lookup(key)), ("cache", None)):
-            if source == "cache":
-                hit = cache_get(key)
-            if hit is not None:
-                c = Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
-                               completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
-                               request_id=key, model=model, finish_reason=hit.get("finish_reason"),
-                               source=source)
-                _account(role, c)
-                return c
+        source, hit = "recorded", replies.lookup(key)
+        if hit is None:
+            source, hit = "cache", cache_get(key)
+        if hit is not None:
+            c = Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
+                           completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
+                           request_id=key, model=model, finish_reason=hit.get("finish_reason"),
+                           source=source)
+            _account(role, c)
+            return c
     if m == "replay":
         raise CacheMiss(f"replay mode: no recorded or cached reply for request {key[:16]} ({describe})")
     c = compute()
