@@ -68,7 +68,7 @@ def _message_text(content: Any) -> str:
 class ProxyStats:
     requests: int = 0
     errors: int = 0
-    refused: int = 0  # refused before reading the request: no Origin allowed, no token, not JSON
+    refused: int = 0  # answered 403/401/415 unparsed and unforwarded: an Origin, no token, not JSON
     last_error: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
