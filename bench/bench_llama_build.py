@@ -42,16 +42,18 @@ def main() -> None:
         builds["native"] = native
     timings: dict[str, dict[str, list[float]]] = {name: {"prompt": [], "gen": []} for name in builds}
     with ExitStack() as stack:
-        urls = {}
+        urls, keys = {}, {}
         for name, binary in builds.items():
             try:
-                urls[name], _ = stack.enter_context(serve.private_server(binary, log_name=f"llama-server-bench-{name}.log"))
+                urls[name], _, keys[name] = stack.enter_context(
+                    serve.private_server(binary, log_name=f"llama-server-bench-{name}.log"))
             except serve.ServerStartError as exc:
                 print(f"{name}: does not start on this machine: {str(exc).splitlines()[0]}")
         for i in range(ROUNDS):
             for name, url in urls.items():
                 # cache_prompt off: every round processes the whole prompt again.
-                t = serve.chat_once(url, PROMPT + f" ({i})", max_tokens=96, cache_prompt=False)["timings"]
+                t = serve.chat_once(url, PROMPT + f" ({i})", api_key=keys[name], max_tokens=96,
+                                    cache_prompt=False)["timings"]
                 timings[name]["prompt"].append(t["prompt_per_second"])
                 timings[name]["gen"].append(t["predicted_per_second"])
     med = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in timings.items() if t["prompt"]}

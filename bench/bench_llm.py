@@ -31,7 +31,7 @@ def main() -> None:
 
     # 2. client overhead per uncached call against a raw HTTP request to the same server
     raw, ours = [], []
-    with httpx.Client(timeout=60) as http:
+    with httpx.Client(timeout=60, headers=serve.auth_headers(server.api_key)) as http:
         for i in range(12):
             body = {"model": serve.MODEL_ALIAS, "messages": msgs(f"raw{i}"), "max_tokens": 1,
                     "temperature": 0.0, "seed": 0}

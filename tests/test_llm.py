@@ -170,6 +170,34 @@ def test_api_key_is_sent_but_never_stored(isolated_llm, fault_server, monkeypatc
             assert secret.encode() not in p.read_bytes(), p
 
 
+def test_embedded_server_key_is_sent_but_never_stored_nor_in_the_cache_key(isolated_llm, fault_server,
+                                                                           monkeypatch, tmp_path):
+    """The embedded server's per-start key authenticates every call, and the cache key is what it
+    was before the server had a key: the same request, the same key, whatever the server's key."""
+    from memlife import serve
+
+    secret = serve.new_api_key()
+    port = int(fault_server.base_url.rsplit(":", 1)[1].split("/")[0])
+    monkeypatch.setattr(serve, "ensure_server", lambda **kw: serve.Server(
+        base_url=fault_server.base_url, port=port, pid=os.getpid(), api_key=secret))
+    monkeypatch.setattr(serve, "model_fingerprint", lambda: serve.MODEL_ALIAS + "@1:0123abcd")
+    c = isolated_llm.get_client("reader")
+    assert c.is_embedded
+    out = c.complete(MSG("embedded key check"), max_tokens=8)
+    assert fault_server.auth_headers[-1] == f"Bearer {secret}"
+    req = isolated_llm.canonical_request(serve.MODEL_ALIAS + "@1:0123abcd", MSG("embedded key check"),
+                                         max_tokens=8, temperature=0.0, seed=0, response_format=None, stop=None)
+    assert out.request_id == isolated_llm.request_key(req)
+    assert secret not in json.dumps(req)
+    isolated_llm._cache().close()
+    scanned = 0
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            scanned += 1
+            assert secret.encode() not in f.read_bytes(), f
+    assert scanned >= 2  # the cache and the usage log
+
+
 SCRIPT = r"""
 import json, sys
 from memlife import llm

@@ -269,6 +269,47 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["mem0", "memos"])
+def test_managed_memory_calls_the_proxy_with_its_token_and_writes_it_nowhere(name, isolated_llm, tmp_path,
+                                                                             monkeypatch):
+    """Mem0 and MemOS are given the proxy's per-run token as their API key: their extraction calls
+    get through (the proxy refuses anyone without it), and the token is in no store, cache or log."""
+    from conftest import point_at
+
+    for var, value in (("MEM0_TELEMETRY", "False"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")):
+        monkeypatch.setenv(var, value)  # before mem0 is imported: it reads them then
+    if name == "mem0":
+        pytest.importorskip("mem0")
+    elif not systems.memos_available():
+        pytest.skip("the MemOS environment is not installed (`make memos-env`)")
+    srv = FakeServer()
+    try:
+        reader = systems.Reader(point_at(isolated_llm, srv, model="fake"))
+        if name == "mem0":
+            s = systems.Mem0System(reader, tmp_path / "stores", top_k=5, infer=True)
+        else:
+            s = systems.MemOSSystem(reader, tmp_path / "stores", top_k=5)
+        h = systems.history_for(INSTANCE, "adjacent")
+        try:
+            s.ingest(h)
+            s.answer(h, "What is my ZIP code?")
+            assert len(s.memories(h)) == len(h.sessions)  # one extracted fact per session
+            token, stats = s._proxy.token, s._proxy.stats
+        finally:
+            s.close()
+    finally:
+        srv.close()
+    assert stats.requests == len(h.sessions) and stats.refused == 0 and stats.errors == 0
+    isolated_llm._cache().close()
+    scanned = 0
+    for p in tmp_path.rglob("*"):
+        if p.is_file():
+            scanned += 1
+            assert token.encode() not in p.read_bytes(), f"the proxy's token found in {p}"
+    assert scanned > 5
+
+
+@pytest.mark.slow
 def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_path, monkeypatch):
     pytest.importorskip("peft")
     from memlife import llm, serve

@@ -41,6 +41,47 @@ def test_no_api_key_in_results_cache_logs_or_notebooks(repo_copy, monkeypatch, f
     assert scanned >= 4
 
 
+@pytest.mark.model
+def test_no_embedded_server_key_in_results_cache_logs_or_notebooks(repo_copy, monkeypatch):
+    """A notebook run on the embedded model: the kernel finds the shared server and its key in the
+    state file and authenticates with it, and the key is written nowhere but that file."""
+    import os
+    import stat
+
+    from memlife import serve
+
+    import yaml
+
+    root = repo_copy
+    monkeypatch.delenv("MEMLIFE_BASE_URL")  # every role on the embedded model
+    cfg_path = root / "configs" / "smoke.yaml"  # the fewest, shortest calls that still make the point
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["notebooks"]["00_backend"] = {"n_prompts": 1, "concurrency_levels": [1], "max_tokens": 4}
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    server = serve.ensure_server()  # this process starts it; the notebook's kernel must reuse it
+    try:
+        from memlife import runner
+
+        summary = runner.run_notebook("00_backend", "smoke", root=root)
+        assert summary["calls"] > summary["cached_calls"] > 0  # real, authenticated calls
+        state = root / ".cache" / "llama-server" / "state.json"
+        assert stat.S_IMODE(state.stat().st_mode) == 0o600 and server.api_key in state.read_text()
+        assert serve.ensure_server().pid == server.pid  # reused, not restarted with another key
+        key = server.api_key.encode()
+        scanned = set()
+        for p in root.rglob("*"):
+            if p.is_file() and p != state:
+                scanned.add(p.relative_to(root).parts[0] if p.parent != root else p.name)
+                assert key not in p.read_bytes(), f"the embedded server's key found in {p}"
+        assert {"results", ".cache"} <= scanned
+        assert (root / "results" / "logs" / "llama-server.log").is_file()
+        assert (root / "results" / "notebooks" / "00_backend.ipynb").is_file()
+        assert any((root / ".cache" / "llm").iterdir())
+    finally:
+        serve.stop_server(server)
+    assert not (root / ".cache" / "llama-server" / "state.json").exists()  # the key goes with the server
+
+
 def test_second_run_makes_no_uncached_call(repo_copy, monkeypatch, fault_server):
     import json
 

@@ -18,7 +18,7 @@ def test_server_serves_the_embedded_model(server):
 
     from memlife import serve
 
-    client = openai.OpenAI(base_url=server.base_url, api_key="unused")
+    client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key)
     assert serve.MODEL_ALIAS in [m.id for m in client.models.list().data]
     r = client.chat.completions.create(
         model=serve.MODEL_ALIAS, temperature=0, max_tokens=16, seed=0,
@@ -34,7 +34,7 @@ def test_json_schema_response_format_is_honoured(server):
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
               "required": ["city", "days"], "additionalProperties": False}
-    client = openai.OpenAI(base_url=server.base_url, api_key="unused")
+    client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key)
     r = client.chat.completions.create(
         model=serve.MODEL_ALIAS, temperature=0, max_tokens=40, seed=0,
         response_format={"type": "json_schema", "json_schema": {"name": "trip", "schema": schema, "strict": True}},
@@ -43,10 +43,78 @@ def test_json_schema_response_format_is_honoured(server):
     assert set(obj) == {"city", "days"} and isinstance(obj["days"], int)
 
 
+def _status(url, *, data=None, headers=None):
+    """Status and headers of one request, sending exactly `headers`."""
+    return _status_method("POST" if data is not None else "GET", url, data=data, headers=headers)
+
+
+def _status_method(method, url, *, data=None, headers=None):
+    import http.client
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    try:
+        conn.request(method, u.path, body=data, headers=headers or {})
+        r = conn.getresponse()
+        r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}
+    finally:
+        conn.close()
+
+
+def test_server_refuses_a_request_without_its_key(server):
+    """Only the project may spend the server: its model routes want the per-start key."""
+    from memlife import serve
+
+    url = server.base_url + "/chat/completions"
+    body = json.dumps({"model": serve.MODEL_ALIAS, "max_tokens": 1, "temperature": 0,
+                       "messages": [{"role": "user", "content": "Say hi."}]}).encode()
+    plain = {"Content-Type": "application/json"}
+    assert _status(url, data=body, headers=plain)[0] == 401
+    assert _status(url, data=body, headers={**plain, **serve.auth_headers(serve.new_api_key())})[0] == 401
+    assert _status(url, data=body, headers={**plain, **serve.auth_headers(server.api_key)})[0] == 200
+    # /health stays public, so that any process can tell whether the shared server is up.
+    assert _status(f"http://127.0.0.1:{server.port}/health")[0] == 200 and serve.healthy(server.port)
+    assert _status(server.base_url + "/models")[0] == 401
+
+
+def test_no_web_page_may_read_the_server(server):
+    """llama-server's default CORS echoes any Origin back with credentials; ours allows only the
+    server's own origin, so a browser hands no page (not even one on localhost) a reply."""
+    from memlife import serve
+
+    url = server.base_url + "/chat/completions"
+    for origin in ("https://evil.example", "http://localhost:8888", "null"):
+        preflight = {"Origin": origin, "Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": "authorization,content-type"}
+        _, headers = _status_method("OPTIONS", url, headers=preflight)
+        assert headers.get("access-control-allow-origin") in (None, f"http://127.0.0.1:{server.port}"), origin
+        assert headers.get("access-control-allow-credentials") != "true", origin
+        body = json.dumps({"model": serve.MODEL_ALIAS, "max_tokens": 1, "temperature": 0,
+                           "messages": [{"role": "user", "content": "Say hi."}]}).encode()
+        _, headers = _status(url, data=body, headers={"Origin": origin, "Content-Type": "application/json",
+                                                      **serve.auth_headers(server.api_key)})
+        assert headers.get("access-control-allow-origin") in (None, f"http://127.0.0.1:{server.port}"), origin
+
+
+def test_the_key_is_in_a_state_file_only_the_user_can_read(server):
+    import stat
+
+    from memlife import serve
+
+    state = serve._state_dir() / "state.json"
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600 and state.stat().st_uid == __import__("os").geteuid()
+    assert server.api_key and json.loads(state.read_text())["api_key"] == server.api_key
+    assert server.api_key not in repr(server)
+    assert server.api_key not in open(f"/proc/{server.pid}/cmdline", "rb").read().decode(errors="replace")
+
+
 def test_server_is_reused_not_restarted(server):
     from memlife import serve
 
-    assert serve.ensure_server().pid == server.pid
+    again = serve.ensure_server()
+    assert again.pid == server.pid and again.api_key == server.api_key  # the key, read back from the state
 
 
 def test_greedy_decoding_is_deterministic(server):

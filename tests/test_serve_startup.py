@@ -75,3 +75,44 @@ def test_exit_statuses_in_words(code, words):
     text = serve.describe_exit(code)
     for w in words:
         assert w in text, (code, text)
+
+
+def test_the_api_key_reaches_the_server_by_its_environment_not_its_command_line(stand_in, monkeypatch):
+    """Any local user can read a process's command line (ps, /proc/PID/cmdline); only its own user
+    can read its environment. The stand-in prints both, then dies so that the log is quoted."""
+    monkeypatch.setattr(serve, "new_api_key", lambda: "KEY-0f3a9c-not-on-the-command-line")
+    stand_in('echo "argv: $*"\necho "env key: $LLAMA_API_KEY"\nexit 1\n')
+    with pytest.raises(serve.ServerStartError) as err:
+        serve.ensure_server(timeout_s=20)
+    lines = str(err.value).splitlines()
+    argv = next(ln for ln in lines if "argv:" in ln)
+    assert "--host 127.0.0.1" in argv and "KEY-0f3a9c" not in argv and "--api-key" not in argv
+    assert any(ln.strip() == "env key: KEY-0f3a9c-not-on-the-command-line" for ln in lines)
+
+
+def test_the_state_file_is_created_private_and_an_unprivate_one_is_not_trusted(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))
+    old_umask = os.umask(0)  # even with nothing masked, the file is created 0600
+    try:
+        server = serve.Server(base_url="http://127.0.0.1:9/v1", port=9, pid=os.getpid(), api_key="k" * 43)
+        serve._write_state(server)
+    finally:
+        os.umask(old_umask)
+    state = tmp_path / "cache" / "llama-server" / "state.json"
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert serve._read_state() == server
+    assert "k" * 43 not in repr(server)
+    assert [p.name for p in state.parent.iterdir()] == ["state.json"]  # no temporary left behind
+    # Readable by others (an older memlife wrote 0644, with no key): not reused.
+    state.chmod(0o644)
+    assert serve._read_state() is None
+    state.chmod(0o600)
+    state.write_text('{"base_url": "http://127.0.0.1:9/v1", "port": 9, "pid": 1}')  # no key
+    assert serve._read_state() is None
+    # A symlink planted in its place is not followed.
+    state.unlink()
+    (tmp_path / "elsewhere.json").write_text("{}")
+    state.symlink_to(tmp_path / "elsewhere.json")
+    assert serve._read_state() is None

@@ -457,7 +457,8 @@ class Client:
             if self.is_embedded:
                 from . import serve
 
-                base_url, key = serve.ensure_server().base_url, "not-needed"
+                server = serve.ensure_server()  # its key is per start, and never part of a cache key
+                base_url, key = server.base_url, server.api_key
             else:
                 base_url = self.endpoint.base_url
                 key = os.environ.get(self.endpoint.api_key_env or "", "") or "not-needed"

@@ -5,11 +5,23 @@ at the model server puts each of their calls through `llm.get_client(role).compl
 it is cached on disk, counted in the usage accounting and replayable without a model — exactly
 like the project's own calls. Only 127.0.0.1 is bound; the port is chosen by the OS.
 
+Only the project may call it: behind it is the user's API key and spending cap, and any local
+process can reach a loopback port. Each proxy draws a random token (`Proxy.token`, held in memory
+only — never in a cache key, record, notebook or log) that Mem0 and MemOS are given as their API
+key; a request is refused, with no model call, when it
+- carries an ``Origin`` header (403): a browser sends one on cross-origin requests, so a web page
+  cannot reach the proxy even by guessing the token;
+- lacks ``Authorization: Bearer <token>`` (401), compared in constant time;
+- is a POST whose body is not ``application/json`` (415): a page can send ``text/plain`` across
+  origins without a CORS preflight, never ``application/json``.
+
 Supported: POST /v1/chat/completions (non-streaming) and GET /v1/models.
 """
 from __future__ import annotations
 
+import hmac
 import json
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,6 +33,27 @@ from typing import Any, Callable
 _FORWARDED = ("max_tokens", "temperature", "seed", "response_format", "stop")
 _IGNORABLE = {"model", "messages", "stream", "n", "user", "top_p", "max_completion_tokens",
               "frequency_penalty", "presence_penalty", "logprobs", "store", "metadata"}
+
+
+# A refused request's body is read (up to this much) and dropped, never parsed.
+_DISCARD_LIMIT = 1 << 20
+
+
+def new_token() -> str:
+    """A fresh random bearer token: 256 bits from the OS's CSPRNG."""
+    return secrets.token_urlsafe(32)
+
+
+def _bearer_matches(header: str | None, token: str) -> bool:
+    """Whether an Authorization header carries `token` as a Bearer credential.
+
+    compare_digest takes time independent of where the strings differ, so response timing does
+    not reveal how much of a guess was right.
+    """
+    scheme, _, presented = (header or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(presented.strip().encode("utf-8"), token.encode("utf-8"))
 
 
 def _message_text(content: Any) -> str:
@@ -35,6 +68,7 @@ def _message_text(content: Any) -> str:
 class ProxyStats:
     requests: int = 0
     errors: int = 0
+    refused: int = 0  # answered 403/401/415 unparsed and unforwarded: an Origin, no token, not JSON
     last_error: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -48,12 +82,45 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: dict) -> None:
         body = json.dumps(payload).encode("utf-8")
         self.send_response(status)
+        if status == 401:
+            self.send_header("WWW-Authenticate", 'Bearer realm="memlife-proxy"')
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def _discard_body(self) -> None:
+        """Read what the caller sent before refusing: closing a socket with unread bytes makes
+        the kernel answer with a reset, and the caller would see that instead of the status."""
+        try:
+            left = min(int(self.headers.get("Content-Length") or 0), _DISCARD_LIMIT)
+        except ValueError:
+            left = 0
+        while left > 0:
+            chunk = self.rfile.read(min(left, 1 << 16))
+            if not chunk:
+                break
+            left -= len(chunk)
+
+    def _refused(self, *, post: bool) -> bool:
+        """Refuse a request the project did not make; True when refused (and answered)."""
+        if self.headers.get("Origin") is not None:
+            status, why = 403, "cross-origin requests are refused"
+        elif not _bearer_matches(self.headers.get("Authorization"), self.server.token):
+            status, why = 401, "missing or wrong bearer token"
+        elif post and self.headers.get_content_type() != "application/json":
+            status, why = 415, "the body must be application/json"
+        else:
+            return False
+        with self.server.stats.lock:
+            self.server.stats.refused += 1
+        self._discard_body()
+        self._send(status, {"error": {"message": why, "type": "memlife_proxy_refused"}})
+        return True
+
     def do_GET(self):  # noqa: N802
+        if self._refused(post=False):
+            return
         if self.path.rstrip("/").endswith("/models"):
             model = self.server.model_name()
             self._send(200, {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "memlife"}]})
@@ -61,6 +128,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self):  # noqa: N802
+        if self._refused(post=True):
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -82,8 +151,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, client_factory: Callable[[], Any]):
+    def __init__(self, client_factory: Callable[[], Any], token: str):
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.token = token
         self._client_factory = client_factory
         self._client = None
         self.stats = ProxyStats()
@@ -128,7 +198,8 @@ class _ProxyServer(ThreadingHTTPServer):
 
 
 class Proxy:
-    """A running proxy: `base_url` ends in /v1. Use as a context manager or call close()."""
+    """A running proxy: `base_url` ends in /v1, and callers send `token` as their API key
+    (``Authorization: Bearer <token>``). Use as a context manager or call close()."""
 
     def __init__(self, role: str = "reader", client=None):
         if client is None:
@@ -138,7 +209,7 @@ class Proxy:
         else:
             def factory():
                 return client
-        self._server = _ProxyServer(factory)
+        self._server = _ProxyServer(factory, new_token())
         self._thread = threading.Thread(target=self._server.serve_forever, name="memlife-proxy", daemon=True)
         self._thread.start()
 
@@ -146,6 +217,11 @@ class Proxy:
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    @property
+    def token(self) -> str:
+        """This proxy's bearer token: hand it to a caller as its API key, never write it down."""
+        return self._server.token
 
     @property
     def stats(self) -> ProxyStats:
@@ -173,7 +249,9 @@ def wait_ready(proxy: Proxy, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            urllib.request.urlopen(proxy.base_url + "/models", timeout=1).read()
+            req = urllib.request.Request(proxy.base_url + "/models",
+                                         headers={"Authorization": f"Bearer {proxy.token}"})
+            urllib.request.urlopen(req, timeout=1).read()
             return
         except OSError:
             if time.monotonic() > deadline:

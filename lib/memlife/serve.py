@@ -8,6 +8,12 @@ it prepends an extra BOS token and rejects standard json_schema).
 One server is shared by every process of a user: its port and pid live in a state file under
 the cache directory, a lock serialises start-up, and a process stops the server at exit only if
 it started it.
+
+Only the project may call the server. It binds 127.0.0.1, and every start draws a random API key
+that llama-server requires on every model route (its /health stays public); the key reaches the
+server through its environment (never its command line, which any local user can read), and
+other processes of the user through the state file, created readable by the user alone. The
+key is never part of a cache key, a record or a log.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -26,7 +33,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from functools import lru_cache
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
@@ -42,6 +49,17 @@ class Server:
     port: int
     pid: int
     model: str = MODEL_ALIAS
+    # Sent as `Authorization: Bearer ...`; repr=False keeps it out of any printed Server.
+    api_key: str = field(default="", repr=False)
+
+
+def new_api_key() -> str:
+    """A fresh random API key for one server start: 256 bits from the OS's CSPRNG."""
+    return secrets.token_urlsafe(32)
+
+
+def auth_headers(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"}
 
 
 def model_path() -> Path:
@@ -135,11 +153,46 @@ def _lock():
 
 
 def _read_state() -> Server | None:
+    """The shared server's state, or None when there is none this user can trust.
+
+    A file another user owns, or that others may read (an older memlife's, written 0644 and
+    without a key), is not reused: its key would not be a secret. A new server replaces it.
+    """
     try:
-        raw = json.loads((_state_dir() / "state.json").read_text())
-        return Server(base_url=raw["base_url"], port=int(raw["port"]), pid=int(raw["pid"]))
-    except (OSError, ValueError, KeyError):
+        fd = os.open(_state_dir() / "state.json", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            return None
+        with os.fdopen(fd, "r") as fh:
+            fd = -1  # the file object closes it now
+            raw = json.load(fh)
+        return Server(base_url=raw["base_url"], port=int(raw["port"]), pid=int(raw["pid"]),
+                      api_key=str(raw["api_key"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _write_state(server: Server) -> None:
+    """Publish the shared server, key included, to this user's other processes.
+
+    The file is created 0600 by os.open (a chmod afterwards would leave a moment in which it is
+    readable), under a temporary name, then renamed over the old state in one step so that a
+    reader sees the old file or the new one, never a part.
+    """
+    d = _state_dir()
+    tmp = d / f"state.json.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"base_url": server.base_url, "port": server.port, "pid": server.pid,
+                   "model": server.model, "api_key": server.api_key}, fh)
+    os.replace(tmp, d / "state.json")
 
 
 class ServerStartError(RuntimeError):
@@ -186,9 +239,15 @@ def _log_tail(path: Path, start: int, n_lines: int = 15) -> str:
     return "\n".join("    " + ln for ln in tail) if tail else "    (the server wrote nothing)"
 
 
-def _launch(binary: Path, port: int, *, threads: int | None, n_parallel: int, timeout_s: float,
-            log_path: Path) -> subprocess.Popen:
+def _launch(binary: Path, port: int, *, api_key: str, threads: int | None, n_parallel: int,
+            timeout_s: float, log_path: Path) -> subprocess.Popen:
     """Start llama-server on the embedded model and wait until /health answers.
+
+    llama-server requires `api_key` on every route but /health. It is passed as LLAMA_API_KEY,
+    llama-server's environment twin of --api-key: a process's environment is readable by its
+    user alone, its command line by everyone on the machine. Cross-origin access is closed:
+    llama-server's default CORS policy echoes any page's origin back, with credentials; allowing
+    only the server's own origin (same-origin needs no CORS) lets no web page read a reply.
 
     Raises ServerStartError naming the signal or exit code and quoting the log's last lines.
     """
@@ -198,12 +257,16 @@ def _launch(binary: Path, port: int, *, threads: int | None, n_parallel: int, ti
         "--ctx-size", str(CONTEXT_WINDOW), "--parallel", str(n_parallel),
         "--threads", str(threads or os.cpu_count() or 2),
         "--no-webui",
+        "--cors-origins", f"http://127.0.0.1:{port}", "--no-cors-credentials",
     ]
+    # The key is ours alone: no key file from the caller's environment adds others.
+    env = {k: v for k, v in os.environ.items() if k != "LLAMA_ARG_API_KEY_FILE"}
+    env["LLAMA_API_KEY"] = api_key
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                env=env, start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while not healthy(port):
         if proc.poll() is not None:
@@ -234,12 +297,12 @@ def ensure_server(*, threads: int | None = None, n_parallel: int = 1, timeout_s:
             binary = binary_path()
         except ModuleNotFoundError:
             binary = build_server()
-        port = _free_port()
-        proc = _launch(binary, port, threads=threads, n_parallel=n_parallel,
+        port, api_key = _free_port(), new_api_key()
+        proc = _launch(binary, port, api_key=api_key, threads=threads, n_parallel=n_parallel,
                        timeout_s=timeout_s, log_path=paths.layout("smoke").logs / "llama-server.log")
         _watch_parent(proc.pid)
-        server = Server(base_url=f"http://127.0.0.1:{port}/v1", port=port, pid=proc.pid)
-        (_state_dir() / "state.json").write_text(json.dumps(server.__dict__))
+        server = Server(base_url=f"http://127.0.0.1:{port}/v1", port=port, pid=proc.pid, api_key=api_key)
+        _write_state(server)
         _started_here = server
         atexit.register(stop_server, server)
         return server
@@ -295,13 +358,14 @@ def model_fingerprint() -> str:
 def private_server(binary: Path | None = None, *, timeout_s: float = 180.0,
                    log_name: str = "llama-server-check.log"):
     """A llama-server on the embedded model for this caller alone (not the shared one, no state
-    file), stopped on exit. Yields its root URL (http://127.0.0.1:PORT) and its process."""
+    file), stopped on exit. Yields its root URL (http://127.0.0.1:PORT), its process and its
+    API key (held in memory only: nobody else needs it)."""
     binary = Path(binary) if binary else binary_path()
-    port = _free_port()
-    proc = _launch(binary, port, threads=None, n_parallel=1, timeout_s=timeout_s,
+    port, api_key = _free_port(), new_api_key()
+    proc = _launch(binary, port, api_key=api_key, threads=None, n_parallel=1, timeout_s=timeout_s,
                    log_path=paths.layout("smoke").logs / log_name)
     try:
-        yield f"http://127.0.0.1:{port}", proc
+        yield f"http://127.0.0.1:{port}", proc, api_key
     finally:
         proc.terminate()
         try:
@@ -311,13 +375,13 @@ def private_server(binary: Path | None = None, *, timeout_s: float = 180.0,
             proc.wait()
 
 
-def chat_once(root_url: str, content: str, *, max_tokens: int, timeout_s: float = 180.0,
+def chat_once(root_url: str, content: str, *, api_key: str, max_tokens: int, timeout_s: float = 180.0,
               **extra) -> dict:
     """One raw /v1/chat/completions request (no cache, no client): the server's whole reply."""
     body = {"model": MODEL_ALIAS, "temperature": 0, "seed": 0, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": content}], **extra}
     req = urllib.request.Request(f"{root_url}/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **auth_headers(api_key)})
     with urllib.request.urlopen(req, timeout=timeout_s) as r:
         return json.loads(r.read())
 
@@ -331,9 +395,10 @@ def check(binary: Path | None = None, *, max_tokens: int = 16, timeout_s: float 
     """
     binary = Path(binary) if binary else binary_path()
     log_path = paths.layout("smoke").logs / "llama-server-check.log"
-    with private_server(binary, timeout_s=timeout_s) as (url, proc):
+    with private_server(binary, timeout_s=timeout_s) as (url, proc, api_key):
         try:
-            reply = chat_once(url, "Name one colour.", max_tokens=max_tokens, timeout_s=timeout_s)
+            reply = chat_once(url, "Name one colour.", api_key=api_key, max_tokens=max_tokens,
+                              timeout_s=timeout_s)
         except OSError as exc:
             status = describe_exit(proc.returncode) if proc.poll() is not None else "is still running"
             raise ServerStartError(

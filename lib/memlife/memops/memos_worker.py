@@ -6,7 +6,8 @@ JSON object per line on stdin; one reply per line on stdout ({"ok": true, ...} o
 {"ok": false, "error": ...}):
 
   {"cmd": "hello"}
-  {"cmd": "add",    "store": DIR, "base_url": URL, "model": M, "embedder": PATH, "messages": [...]}
+  {"cmd": "add",    "store": DIR, "base_url": URL, "api_key": TOKEN, "model": M, "embedder": PATH,
+                    "messages": [...]}
   {"cmd": "search", ...same..., "query": Q, "top_k": K}
   {"cmd": "all",    ...same...}
   {"cmd": "drop",   ...same...}     close the store (the caller then deletes DIR)
@@ -15,6 +16,9 @@ JSON object per line on stdin; one reply per line on stdout ({"ok": true, ...} o
 The memory is MemOS's `general_text` textual memory: the MemOS extractor LLM (pointed at the
 memlife proxy) turns each session into memory items, the local MiniLM embeds them, and a local
 Qdrant collection under DIR stores them. This file imports nothing from memlife.
+
+TOKEN is the proxy's per-run bearer token, the extractor's API key. It is a secret: it arrives
+only on stdin, and every error this worker reports or prints has it blanked out first.
 """
 import json
 import os
@@ -54,6 +58,13 @@ _REAL_STDOUT = sys.stdout
 sys.stdout = sys.stderr  # the library's prints must not corrupt the protocol
 
 _open = {}
+_secrets = set()  # every token seen on stdin: blanked out of whatever this worker reports
+
+
+def _redact(text):
+    for secret in _secrets:
+        text = text.replace(secret, "[token]")
+    return text
 
 
 def _memory(req):
@@ -68,7 +79,7 @@ def _memory(req):
         backend="general_text",
         config={
             "extractor_llm": {"backend": "openai", "config": {
-                "model_name_or_path": req["model"], "api_key": "not-needed", "api_base": req["base_url"],
+                "model_name_or_path": req["model"], "api_key": req["api_key"], "api_base": req["base_url"],
                 "temperature": 0.0, "max_tokens": int(req.get("max_tokens", 384)), "top_p": 1.0}},
             "vector_db": {"backend": "qdrant", "config": {
                 "collection_name": "memops", "vector_dimension": 384, "distance_metric": "cosine",
@@ -103,7 +114,7 @@ def handle(req):
         try:
             items = m.extract(req["messages"])
         except Exception as exc:  # MemOS retries a JSON decode error 3 times, then raises
-            return {"added": 0, "extract_error": f"{type(exc).__name__}: {exc}"[:500]}
+            return {"added": 0, "extract_error": _redact(f"{type(exc).__name__}: {exc}")[:500]}
         if items:
             m.add(items)
         return {"added": len(items)}
@@ -120,6 +131,8 @@ def main():
         if not line.strip():
             continue
         req = json.loads(line)
+        if req.get("api_key"):
+            _secrets.add(req["api_key"])
         if req.get("cmd") == "quit":
             for store in list(_open):
                 _close(store)
@@ -129,8 +142,9 @@ def main():
         try:
             out = {"ok": True, **handle(req)}
         except Exception as exc:
-            traceback.print_exc(file=sys.stderr)
-            out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            # A library's error may quote its config, key included (stderr reaches the notebook).
+            sys.stderr.write(_redact(traceback.format_exc()))
+            out = {"ok": False, "error": _redact(f"{type(exc).__name__}: {exc}")}
         _REAL_STDOUT.write(json.dumps(out) + "\n")
         _REAL_STDOUT.flush()
 

@@ -368,7 +368,8 @@ class Mem0System:
         d.mkdir(parents=True, exist_ok=True)
         config = {
             "llm": {"provider": "openai", "config": {
-                "model": str(getattr(self.reader.client, "model", "memlife")), "api_key": "not-needed",
+                # The proxy's per-run token is Mem0's API key: the proxy refuses any other caller.
+                "model": str(getattr(self.reader.client, "model", "memlife")), "api_key": self._proxy.token,
                 "openai_base_url": self._proxy.base_url, "temperature": 0.0, "max_tokens": self.extract_max_tokens}},
             "embedder": {"provider": "huggingface", "config": {"model": embedder_path(), "embedding_dims": 384}},
             "vector_store": {"provider": "qdrant", "config": {
@@ -495,7 +496,8 @@ class MemOSSystem:
 
     def _open(self, history: History) -> dict:
         d = store_dir(self.store_root, self.name, history.history_id)
-        return {"store": str(d), "base_url": self._proxy.base_url,
+        # The proxy's token travels over the worker's stdin, never on its command line or in a file.
+        return {"store": str(d), "base_url": self._proxy.base_url, "api_key": self._proxy.token,
                 "model": str(getattr(self.reader.client, "model", "memlife")), "embedder": embedder_path(),
                 "max_tokens": self.extract_max_tokens}
 
