@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import point_at
-from memlife import replies
+from memlife import paths, replies
 
 MSG = lambda text: [{"role": "user", "content": text}]  # noqa: E731
 PROMPTS = ("Where does Maya live?", "Which plan am I on?", "What is my locker number?")
@@ -89,7 +89,7 @@ def _rewrite(path, lines):
     path.write_bytes(gzip.compress(replies._serialize(lines), mtime=0))
     mpath = replies.manifest_path(path)
     manifest = json.loads(mpath.read_text())
-    manifest["sha256"] = replies._sha256(path)
+    manifest["sha256"] = paths.file_sha256(path)
     manifest["replies"] = len(lines)
     mpath.write_text(json.dumps(manifest))
 
@@ -122,7 +122,7 @@ def test_export_takes_each_reply_from_where_the_run_got_it(repo, isolated_llm, f
     _, manifest = replies.export("smoke")
     texts = sorted(r["text"] for r in replies.load(path).replies.values())
     assert texts == sorted(["a new reply", f"echo: {PROMPTS[1]}", f"echo: {PROMPTS[2]}"])
-    assert manifest["sha256"] == replies._sha256(path)
+    assert manifest["sha256"] == paths.file_sha256(path)
 
 
 def test_export_is_deterministic_and_names_where_replies_were_made(repo, isolated_llm, fault_server):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memlife import corpus, tokens
+from memlife.paths import file_sha256
 
 LONGMEMEVAL_S_URL = (
     "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main/"
@@ -218,14 +219,6 @@ def validate(records: Any) -> list[Problem]:
                 out.append(Problem(qid, "question_id", "duplicated question id"))
             seen.add(qid)
     return out
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_json(path: Path) -> Any:

@@ -5,6 +5,7 @@ overwrites the quick profile's records, nor the tables and figures committed fro
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,3 +71,12 @@ def layout(profile: str, root: Path | None = None) -> Layout:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
     return Layout(profile=profile, root=Path(root) if root else repo_root())
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in blocks (pinned data files and recordings run to GBs)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -126,14 +126,6 @@ class Recording:
         return len(self.replies)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _check_line(path: Path, n: int, rec) -> dict:
     if not isinstance(rec, dict):
         raise RepliesError(f"{path}: line {n}: not a JSON object")
@@ -167,7 +159,7 @@ def load(path: Path) -> Recording:
             raise RepliesError(f"{mpath}: field {name!r} is missing")
     if manifest["format"] != FORMAT:
         raise RepliesError(f"{mpath}: field 'format' is {manifest['format']!r}; this memlife reads {FORMAT}")
-    digest = _sha256(path)
+    digest = paths.file_sha256(path)
     if digest != manifest["sha256"]:
         raise RepliesError(f"{path}: SHA-256 {digest[:16]}… does not match field 'sha256' of {mpath} "
                            f"({str(manifest['sha256'])[:16]}…): the file was changed or truncated")
