@@ -72,10 +72,7 @@ def test_the_recording_comes_before_the_cache_and_off_turns_it_off(repo, isolate
     llm = isolated_llm
     path, _ = _record(llm, fault_server, repo)
     # A recording made elsewhere says something else than this machine's model (and cache) would.
-    lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
-    for rec in lines:
-        rec["text"] = "recorded: " + rec["text"]
-    _rewrite(path, lines)
+    _prefix_replies(path, "recorded: ")
     monkeypatch.setenv("MEMLIFE_REPLIES", str(path))
     client = point_at(llm, fault_server, model="fake-model")
     assert client.complete(MSG(PROMPTS[0]), max_tokens=8).text == f"recorded: echo: {PROMPTS[0]}"
@@ -94,15 +91,20 @@ def _rewrite(path, lines):
     mpath.write_text(json.dumps(manifest))
 
 
+def _prefix_replies(path, prefix):
+    """Make the recording's replies differ from what the model (and cache) would say."""
+    lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
+    for rec in lines:
+        rec["text"] = prefix + rec["text"]
+    _rewrite(path, lines)
+
+
 def test_export_takes_each_reply_from_where_the_run_got_it(repo, isolated_llm, fault_server, monkeypatch):
     """After a replayed run the recording is rewritten unchanged; after a live run (LIVE=1) it
     holds the model's new replies, not the old recording's."""
     llm = isolated_llm
     path, _ = _record(llm, fault_server, repo)
-    lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
-    for rec in lines:
-        rec["text"] = "old: " + rec["text"]
-    _rewrite(path, lines)
+    _prefix_replies(path, "old: ")
     before = path.read_bytes(), replies.manifest_path(path).read_bytes()
     mtime = path.stat().st_mtime_ns
 
