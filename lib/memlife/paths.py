@@ -60,7 +60,13 @@ class Layout:
 
     @property
     def logs(self) -> Path:
+        """Logs of what every profile shares: the llama-server build and server."""
         return self.root / "results" / "logs"
+
+    @property
+    def run_logs(self) -> Path:
+        """This profile's notebook logs: what each kernel printed and logged, its notices."""
+        return self.logs / self.profile
 
     @property
     def cache(self) -> Path:

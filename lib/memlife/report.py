@@ -9,6 +9,8 @@ matplotlib.use("Agg")  # headless: notebooks run under papermill and nbval
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from . import progress  # noqa: E402
+
 # A fixed hash salt and no timestamps keep SVG/PDF/PNG bytes identical between runs.
 matplotlib.rcParams["svg.hashsalt"] = "memlife"
 matplotlib.rcParams["pdf.compression"] = 6
@@ -43,6 +45,7 @@ def save_table(df: pd.DataFrame, name: str, directory: Path, *, floatfmt: str = 
         if str(md[c].dtype) == "Int64":
             md[c] = pd.Series([None if pd.isna(v) else int(v) for v in md[c]], index=md.index, dtype=object)
     (directory / f"{name}.md").write_text(md.to_markdown(index=False, floatfmt=floatfmt) + "\n")
+    progress.record_output(csv_path)
     return csv_path
 
 
@@ -53,4 +56,5 @@ def save_figure(fig: plt.Figure, name: str, directory: Path, *, dpi: int = 150) 
     png = directory / f"{name}.png"
     fig.savefig(png, dpi=dpi, bbox_inches="tight", metadata=_PNG_META)
     fig.savefig(directory / f"{name}.pdf", bbox_inches="tight", metadata=_PDF_META)
+    progress.record_output(png)
     return png

@@ -1,19 +1,26 @@
 """Execute one notebook for one profile: papermill with the profile's parameters, then usage.
 
     python -m memlife.runner 20_longmem_data --profile quick
+    python -m memlife.runner summary --profile quick     # what `make reproduce` prints at the end
 
 writes results/notebooks/20_longmem_data.ipynb (the executed copy) and
 results/usage/20_longmem_data.json (calls, cached_calls, recorded_calls, live_calls, tokens,
-usd_estimate): calls = cached + live, and recorded counts the cached ones answered from the
-profile's recording of replies (memlife.replies).
+usd_estimate, wall time, the tables and figures it wrote, its notices): calls = cached + live, and
+recorded counts the cached ones answered from the profile's recording of replies (memlife.replies).
 
 The executed copy appears only when every cell ran: papermill writes its output as it goes, so it
 writes to a temporary name first. A failed run leaves results/notebooks/NAME.FAILED.ipynb (with the
 error, for debugging) and no NAME.ipynb, so make runs it again next time.
+
+From the command line the terminal shows one live line per notebook (its progress, model calls,
+an ETA; `memlife.progress`) and whatever the project itself has to say; everything else the kernel,
+its libraries and its subprocesses print or log goes to results/logs/<profile>/NAME.log.
+``MEMLIFE_VERBOSE=1`` (`make reproduce V=1`) shows it all in the terminal instead.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -21,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import config, llm, paths, replies
+from . import config, llm, paths, progress, replies
 
 
 def check_paper_profile(profile: str) -> None:
@@ -40,7 +47,53 @@ def check_paper_profile(profile: str) -> None:
                          "each notebook prints its token estimate, and the run stops before passing the cap")
 
 
-def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: str = "python3") -> dict:
+def verbose() -> bool:
+    return os.environ.get("MEMLIFE_VERBOSE", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@contextlib.contextmanager
+def _environ(**values: str):
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _output_to(log_path: Path):
+    """This process's standard output and error, file descriptors included, into `log_path`; the
+    kernel papermill starts inherits them, and so do its subprocesses. Yields a stream on the
+    terminal as it was."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield terminal
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (*saved, fd):
+            os.close(f)
+        terminal.close()
+
+
+def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: str = "python3",
+                 quiet: bool = False) -> dict:
+    """Execute notebook `name` under `profile`; returns its usage summary (also written to
+    results/usage/NAME.json). `quiet`: the terminal gets one live progress line, and everything the
+    kernel prints or logs goes to its log file (the command line's default)."""
     import papermill as pm
 
     check_paper_profile(profile)
@@ -56,14 +109,27 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     failed = out.with_name(f"{name}.FAILED.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
     lay.usage.mkdir(parents=True, exist_ok=True)
+    lay.run_logs.mkdir(parents=True, exist_ok=True)
     calls_log = lay.usage / f"{name}.calls.jsonl"
-    calls_log.unlink(missing_ok=True)  # the summary describes this run only
-    env_before = os.environ.get("MEMLIFE_RUN")
-    os.environ["MEMLIFE_RUN"] = name  # the kernel inherits it: its calls log under this run
+    log_path = lay.run_logs / f"{name}.log"
+    notices_path = lay.run_logs / f"{name}.notices.jsonl"
+    progress_path = lay.run_logs / f"{name}.progress.json"
+    outputs_path = lay.run_logs / f"{name}.outputs.jsonl"
+    for stale in (calls_log, log_path, notices_path, progress_path, outputs_path):
+        stale.unlink(missing_ok=True)  # each describes this run only
+    channels = {"MEMLIFE_RUN": name, progress.NOTICES_ENV: str(notices_path),
+                progress.OUTPUTS_ENV: str(outputs_path)}  # the kernel inherits them
+    if quiet:
+        channels.update({progress.PROGRESS_ENV: str(progress_path), progress.LOG_ENV: str(log_path)})
     t0 = time.perf_counter()
     try:
-        pm.execute_notebook(str(src), str(running), parameters=params, kernel_name=kernel,
-                            cwd=str(root), progress_bar=False, log_output=False)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_environ(**channels))
+            if quiet:
+                terminal = stack.enter_context(_output_to(log_path))
+                stack.enter_context(progress.Watcher(name, progress_path, calls_log, terminal))
+            pm.execute_notebook(str(src), str(running), parameters=params, kernel_name=kernel,
+                                cwd=str(root), progress_bar=False, log_output=False)
     except BaseException:
         # A stale copy from an earlier success would describe outputs this run may have replaced.
         out.unlink(missing_ok=True)
@@ -74,17 +140,97 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
         running.replace(out)
         failed.unlink(missing_ok=True)
     finally:
-        if env_before is None:
-            os.environ.pop("MEMLIFE_RUN", None)
-        else:
-            os.environ["MEMLIFE_RUN"] = env_before
+        progress_path.unlink(missing_ok=True)
     summary = {"notebook": name, "profile": profile, **llm.summarize_calls(calls_log),
-               "wall_s": round(time.perf_counter() - t0, 1)}
+               "wall_s": round(time.perf_counter() - t0, 1),
+               "outputs": progress.read_outputs(outputs_path, root),
+               "notices": progress.read_notices(notices_path),
+               "log": str(log_path.relative_to(root)) if log_path.exists() else None}
     (lay.usage / f"{name}.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 
+def _run_command(args) -> int:
+    quiet = not verbose()
+    try:
+        s = run_notebook(args.notebook, args.profile, quiet=quiet)
+    except Exception as exc:
+        lay = paths.layout(args.profile)
+        log = lay.run_logs / f"{args.notebook}.log"
+        failed = lay.root / "results" / "notebooks" / f"{args.notebook}.FAILED.ipynb"
+        print(f"{args.notebook} [{args.profile}] FAILED: {type(exc).__name__}: {str(exc).strip()[-2000:]}",
+              file=sys.stderr)
+        print(f"  the executed cells: {failed.relative_to(lay.root) if failed.exists() else '(none)'}"
+              + (f"; the kernel's log: {log.relative_to(lay.root)}" if quiet and log.exists() else ""),
+              file=sys.stderr)
+        return 1
+    print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
+          f"({s['recorded_calls']} recorded, {s['cached_calls'] - s['recorded_calls']} cached, "
+          f"{s['live_calls']} live), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
+          f"${s['usd_estimate']:.4f}")
+    for message in s["notices"]:
+        print(f"  notice: {message}" + (f" (log: {s['log']})" if s.get("log") else ""))
+    llm.configure(args.profile)
+    recording = replies.active_path()
+    if recording is not None and s["live_calls"]:
+        print(f"  {s['live_calls']} requests were not in the recorded replies ({recording}) and were "
+              f"answered by the model here: numbers resting on them may differ from the recording's")
+    return 0
+
+
+def summary(profile: str, root: Path | None = None, *, since: float | None = None) -> str:
+    """`make reproduce`'s closing summary: per notebook its wall time, calls (cached / live),
+    tokens and cost; the tables and figures written, with their paths; the notebooks with notices.
+    `since` (a Unix time): only notebooks that ran after it, i.e. in this `make`."""
+    root = Path(root) if root else paths.repo_root()
+    lay = paths.layout(profile, root)
+    rows = []
+    for nb in sorted(p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        p = lay.usage / f"{nb}.json"
+        if not p.is_file() or (since is not None and p.stat().st_mtime < since):
+            continue
+        s = json.loads(p.read_text())
+        if s.get("profile") == profile:
+            rows.append(s)
+    if not rows:
+        return f"== [{profile}] nothing ran: every executed notebook is up to date (results/notebooks/)"
+    head = f"{'notebook':<22} {'wall':>8} {'calls':>6} {'cached':>6} {'live':>5} {'tokens':>10} {'USD':>8}"
+    lines = [f"== [{profile}] {len(rows)} notebooks run", head]
+    for s in rows:
+        lines.append(f"{s['notebook']:<22} {progress.clock(s['wall_s']):>8} {s['calls']:>6} {s['cached_calls']:>6} "
+                     f"{s['live_calls']:>5} {s['prompt_tokens'] + s['completion_tokens']:>10,} "
+                     f"{s['usd_estimate']:>8.4f}")
+    tot = {k: sum(s[k] for s in rows) for k in ("wall_s", "calls", "cached_calls", "live_calls",
+                                                 "prompt_tokens", "completion_tokens", "usd_estimate")}
+    lines.append(f"{'total':<22} {progress.clock(tot['wall_s']):>8} {tot['calls']:>6} {tot['cached_calls']:>6} "
+                 f"{tot['live_calls']:>5} {tot['prompt_tokens'] + tot['completion_tokens']:>10,} "
+                 f"{tot['usd_estimate']:>8.4f}")
+    written: dict[str, list[str]] = {}
+    for s in rows:
+        for path in s.get("outputs", []):
+            folder, _, file = path.rpartition("/")
+            written.setdefault(folder + "/", []).append(file)
+    for folder, files in sorted(written.items()):
+        lines.append(f"written to {folder} ({len(files)}): " + ", ".join(sorted(files)))
+    flagged = [s for s in rows if s.get("notices")]
+    for s in flagged:
+        for message in s["notices"]:
+            lines.append(f"notice from {s['notebook']}: {message}" + (f" (log: {s['log']})" if s.get("log") else ""))
+    logs = sorted({str(Path(s["log"]).parent) for s in rows if s.get("log")})
+    if logs:
+        lines.append(f"everything else the notebooks printed or logged: {', '.join(l + '/' for l in logs)}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["summary"]:
+        ap = argparse.ArgumentParser(prog="python -m memlife.runner summary")
+        ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
+        ap.add_argument("--since", type=float, help="only notebooks run after this Unix time")
+        args = ap.parse_args(argv[1:])
+        print(summary(args.profile, since=args.since))
+        return 0
     ap = argparse.ArgumentParser(prog="python -m memlife.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("notebook", help="notebook stem, e.g. 00_backend")
@@ -93,17 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     # make (or a user) stopping the run with SIGTERM: unwind through run_notebook, so the partial
     # copy is kept as NAME.FAILED.ipynb like any other failed run.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    s = run_notebook(args.notebook, args.profile)
-    print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
-          f"({s['recorded_calls']} recorded, {s['cached_calls'] - s['recorded_calls']} cached, "
-          f"{s['live_calls']} live), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
-          f"${s['usd_estimate']:.4f}")
-    llm.configure(args.profile)
-    recording = replies.active_path()
-    if recording is not None and s["live_calls"]:
-        print(f"  {s['live_calls']} requests were not in the recorded replies ({recording}) and were "
-              f"answered by the model here: numbers resting on them may differ from the recording's")
-    return 0
+    return _run_command(args)
 
 
 if __name__ == "__main__":
