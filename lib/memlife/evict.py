@@ -345,7 +345,7 @@ def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str],
                                                                    for qid in qids]), budgets, seeds)
                   if CONTROL in policies else {})
         per_q = pmap(_evict_question_job, [(histories[qid], qid, policies, budgets, seeds, scores(qid), mixing)
-                                           for qid in qids])
+                                           for qid in qids], desc="questions evicted")
     return [e for evs in per_q for e in evs]
 
 

@@ -561,7 +561,7 @@ class Client:
         Identical requests are sent once. With one worker the order given is the order sent,
         so callers put requests sharing a long prefix next to each other.
         """
-        from tqdm.auto import tqdm
+        from .progress import bar as progress_bar
 
         built = []
         for r in requests:
@@ -576,7 +576,7 @@ class Client:
             unique.setdefault(key, req)
         results: dict[str, Completion] = {}
         workers = max(1, concurrency or self.endpoint.concurrency)
-        bar = tqdm(total=len(unique), desc=desc or f"{self.endpoint.role} calls", disable=not progress)
+        bar = progress_bar(total=len(unique), desc=desc or f"{self.endpoint.role} calls", disable=not progress)
         try:
             if workers == 1:
                 for key, req in unique.items():

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
-Mapper = Callable[[Callable[[T], R], Iterable[T]], "list[R]"]
+Mapper = Callable[..., "list[R]"]  # (fn, items, desc=None) -> [fn(x) for x in items]
 
 
 def n_workers(workers: int | None) -> int:
@@ -31,25 +31,44 @@ def n_workers(workers: int | None) -> int:
     return int(workers)
 
 
-def _serial(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    return [fn(x) for x in items]
+def _collect(results: Iterable[R], n: int, desc: str | None) -> list[R]:
+    """The results, in order; with `desc`, counted on a progress bar (memlife.progress)."""
+    if desc is None:
+        return list(results)
+    from . import progress
+
+    with progress.bar(total=n, desc=desc) as bar:
+        out = []
+        for r in results:
+            out.append(r)
+            bar.update(1)
+    return out
 
 
 @contextmanager
 def pool(workers: int | None = 1) -> Iterator[Mapper]:
-    """A map, ``m(fn, items) -> [fn(x) for x in items]``, over ``workers`` processes (1: this
-    process), started once for every map made with it (a worker's start-up, importing the
-    library, costs about a second)."""
+    """A map, ``m(fn, items, desc=None) -> [fn(x) for x in items]``, over ``workers`` processes
+    (1: this process), started once for every map made with it (a worker's start-up, importing the
+    library, costs about a second); `desc` names a progress bar over the items."""
     n = n_workers(workers)
     if n <= 1:
-        yield _serial
+        def serial(fn, items, desc=None):
+            items = list(items)
+            return _collect((fn(x) for x in items), len(items), desc)
+
+        yield serial
         return
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as ex:
-        yield lambda fn, items: list(ex.map(fn, items))
+        def parallel(fn, items, desc=None):
+            items = list(items)
+            return _collect(ex.map(fn, items), len(items), desc)
+
+        yield parallel
 
 
-def map_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int | None = 1) -> list[R]:
+def map_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int | None = 1,
+                desc: str | None = None) -> list[R]:
     """``[fn(x) for x in items]``, computed by ``workers`` processes (1: in this process)."""
     items = list(items)
     with pool(min(n_workers(workers), len(items)) or 1) as m:
-        return m(fn, items)
+        return m(fn, items, desc)

@@ -13,8 +13,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
+from ..progress import bar as progress_bar
 from . import gates, longctx, realize
 from .plan import PlanParams, plan
 from .schema import Instance, dumps
@@ -83,7 +82,7 @@ def build(params: BuildParams, out_dir: Path | None = None, progress: bool = Tru
     use_llm, verify = _use_llm(params.realizer), _verifier_on(params.verifier)
     log = gates.GateLog()
     kept: list[Instance] = []
-    for cp in tqdm(cps, desc="memops build", disable=not progress):
+    for cp in progress_bar(cps, desc="memops build", disable=not progress):
         def attempt(k: int, feedback: str, cp=cp) -> Instance:
             inst = realize.llm_instance(cp, k, feedback) if use_llm else realize.template_instance(cp, k)
             return longctx.embed(inst, params.longctx_tokens, params.seed, filler_path=params.filler_path)

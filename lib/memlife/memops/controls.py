@@ -75,14 +75,14 @@ def _make(name: str, reader: SubjectReader, store_root: Path, cfg: ControlsConfi
 
 def run(instances: list[Instance], cfg: ControlsConfig, store_root: Path, *, progress: bool = True) -> pd.DataFrame:
     """One record per subject x system x setting x reader window x probe."""
-    from tqdm.auto import tqdm
+    from memlife.progress import bar as progress_bar
 
     labels_cache: dict[tuple[str, str], metrics.Labels] = {}
     rows = []
     for name, setting, chosen in plan(instances, cfg):
         reader = SubjectReader(client=None, seed=cfg.seed, noise=cfg.noise)
         system = _make(name, reader, Path(store_root), cfg)
-        bar = tqdm(total=sum(len(i.probes) for i in chosen), desc=f"{name} / {setting}", disable=not progress)
+        bar = progress_bar(total=sum(len(i.probes) for i in chosen), desc=f"{name} / {setting}", disable=not progress)
         try:
             for inst in chosen:
                 history = systems.history_for(inst, setting)

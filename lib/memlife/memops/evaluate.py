@@ -268,9 +268,9 @@ def _judge(rec: dict, inst: Instance, probe, parsed, client) -> dict:
 def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_client=None,
         judge_client=None, progress: bool = True) -> "pd.DataFrame":  # noqa: F821
     """Answer every selected probe with every system in every setting; returns the records."""
-    from tqdm.auto import tqdm
-
     from memlife import llm
+    from memlife.progress import bar as progress_bar
+    from memlife.progress import notice
 
     out_dir = Path(out_dir)
     reader_client = reader_client or llm.get_client("reader")
@@ -301,46 +301,79 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                                                      "judge_used": bool(use_judge), "grammar_bounds": grammar,
                                                      "longest_gold_reply_tokens": gold_tokens},
                                                     indent=1, sort_keys=True))
-    selection = set()
     # Temp-LoRA's generation gets the reader's token cap: every system has room for a perfect reply
     lora_cfg = systems.TempLoRAConfig(max_steps=cfg.temp_lora_steps, max_new_tokens=cfg.reader_max_tokens)
+    selection = set()
+    work = []  # per system, per setting: the journal and the probes it still lacks
     for name in cfg.systems:
         settings = [s for s in cfg.settings if name != "temp_lora" or s in cfg.temp_lora_settings]
-        system = None
-        try:
-            for setting in settings:
-                journal = Journal(out_dir / "journal" / f"{name}__{setting}.jsonl")
-                done = {(r["instance_id"], r["probe_id"]) for r in journal.read() if r.get("run_key") == key}
-                selection |= {(name, setting, inst.instance_id, p.probe_id)
-                              for inst, probes in zip(chosen, asked) for p in probes}
-                todo = [(inst, [p for p in probes if (inst.instance_id, p.probe_id) not in done])
-                        for inst, probes in zip(chosen, asked)]
-                todo = [(i, ps) for i, ps in todo if ps]
-                bar = tqdm(total=sum(len(ps) for _, ps in todo), desc=f"{name} / {setting}", disable=not progress)
-                for inst, probes in todo:
-                    if system is None:
-                        system = systems.make_system(
-                            name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
-                            top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
-                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=False if cfg.subject else cfg.mem0_infer,
-                            extract_max_tokens=cfg.extract_max_tokens)
-                    history = systems.history_for(inst, setting)
-                    system.ingest(history)
-                    for probe in probes:
-                        if cfg.subject:
-                            reader.bind(inst, probe, name, setting)
-                        ans = system.answer(history, probe.question)
-                        rec = _record(name, setting, inst, probe, ans, reader_model)
-                        rec["variant"] = getattr(system, "variant", "")
-                        rec["run_key"] = key
-                        if use_judge:
-                            rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
-                        journal.append(rec)
-                        bar.update(1)
-                bar.close()
-        finally:
-            if system is not None:
-                system.close()
+        for setting in settings:
+            journal = Journal(out_dir / "journal" / f"{name}__{setting}.jsonl")
+            done = {(r["instance_id"], r["probe_id"]) for r in journal.read() if r.get("run_key") == key}
+            selection |= {(name, setting, inst.instance_id, p.probe_id)
+                          for inst, probes in zip(chosen, asked) for p in probes}
+            todo = [(inst, [p for p in probes if (inst.instance_id, p.probe_id) not in done])
+                    for inst, probes in zip(chosen, asked)]
+            work.append((name, setting, journal, [(i, ps) for i, ps in todo if ps]))
+    bar = progress_bar(total=sum(len(ps) for *_, todo in work for _, ps in todo), desc="probes answered",
+                       disable=not progress)
+    with bar:
+        for name in cfg.systems:
+            system = None
+            try:
+                for setting, journal, todo in ((st, j, t) for n, st, j, t in work if n == name):
+                    bar.set_postfix_str(f"{name} / {setting}")
+                    for inst, probes in todo:
+                        if system is None:
+                            system = systems.make_system(
+                                name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
+                                top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
+                                seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=False if cfg.subject else cfg.mem0_infer,
+                                extract_max_tokens=cfg.extract_max_tokens)
+                        history = systems.history_for(inst, setting)
+                        system.ingest(history)
+                        for probe in probes:
+                            if cfg.subject:
+                                reader.bind(inst, probe, name, setting)
+                            ans = system.answer(history, probe.question)
+                            rec = _record(name, setting, inst, probe, ans, reader_model)
+                            rec["variant"] = getattr(system, "variant", "")
+                            rec["run_key"] = key
+                            if use_judge:
+                                rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
+                            journal.append(rec)
+                            bar.update(1)
+            finally:
+                if system is not None:
+                    system.close()
+    records = collect(out_dir, key=key, selection=selection, instances=chosen)
+    for message in run_notices(records, ingest_summary(out_dir, key)):
+        notice(message)
+    return records
+
+
+MALFORMED_NOTICE = 0.5  # a system x setting whose replies are mostly malformed is worth a line
+
+
+def run_notices(records, ingested) -> list[str]:
+    """What a run's user should hear about, in a line each: system x setting runs whose replies are
+    mostly malformed, and memory stores that were given sessions and stored nothing."""
+    out = []
+    if len(records):
+        share = records.groupby(["system", "setting"], sort=True)["malformed"].agg(["sum", "size"])
+        high = share[share["sum"] > MALFORMED_NOTICE * share["size"]]
+        if len(high):
+            out.append("most replies malformed (kept and labelled malformed): " + ", ".join(
+                f"{s}/{st} {int(r['sum'])} of {int(r['size'])}" for (s, st), r in high.iterrows()))
+    if len(ingested) and "memories_added" in ingested:
+        empty = ingested[ingested["memories_added"].map(lambda v: sum(json.loads(v)) == 0 if isinstance(v, str) else False)]
+        for system, group in empty.groupby("system", sort=True):
+            errors = sum(len(json.loads(v)) for v in group.get("extract_errors", []) if isinstance(v, str))
+            out.append(f"{system} stored no memory for {len(group)} of {int((ingested['system'] == system).sum())} "
+                       f"histories ({errors} extraction replies did not parse); its answers read an empty store")
+    return out
+
+
     return collect(out_dir, key=key, selection=selection, instances=chosen)
 
 

@@ -289,15 +289,14 @@ def judge_audit(records: pd.DataFrame, questions: Mapping[str, Question], client
     paper excluded its 3 errored audit calls; :func:`analyses.judge_agreement` counts them as
     excluded) instead of losing the whole audit; failures are not cached, so a rerun retries.
     """
-    from tqdm.auto import tqdm
-
+    from memlife import progress
     from memlife.llm import LLMCallError
 
     sample = audit_sample(records, n_items, seed)
     triple = [(questions[qid].question, questions[qid].answer, hyp)
               for qid, hyp in zip(sample["question_id"], sample["hypothesis"])]
     raw: dict[tuple, str | None] = {}
-    for t in tqdm(sorted(set(triple)), desc=desc):
+    for t in progress.bar(sorted(set(triple)), desc=desc):
         try:
             raw[t] = client.complete(prompts.judge_messages(*t), max_tokens=prompts.JUDGE_MAX_TOKENS,
                                      temperature=0.0).text

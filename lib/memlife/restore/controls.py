@@ -108,7 +108,7 @@ def build_grid(cfg: GridConfig) -> Grid:
         r_gold = {q.question_id: r for q, (_, r) in zip(questions, first)}
         mixing = evict.mixings_of([r_gold[qid] for qid in sorted(r_gold)], budgets, seeds) if with_control else {}
         by_q = dict(zip(histories, pmap(_question_grid, [(q, histories[q.question_id], cfg, mixing)
-                                                         for q in questions])))
+                                                         for q in questions], desc="questions evicted and read")))
     # evict_grid's order (questions sorted by id), plan_grid's (questions in order)
     evictions = [e for qid in sorted(by_q) for e in by_q[qid][0]]
     reads = [r for q in questions for r in by_q[q.question_id][1]]

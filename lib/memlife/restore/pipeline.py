@@ -125,7 +125,7 @@ def plan_grid(questions: Sequence[Question], evictions: Sequence[Eviction], *, k
     for e in evictions:
         by_q.setdefault(e.question_id, []).append(e)
     jobs = [(q, by_q.get(q.question_id, []), k, restore_cap, ablation_arms) for q in questions]
-    reads = [r for rs in parallel.map_ordered(_plan_question_job, jobs, workers=workers) for r in rs]
+    reads = [r for rs in parallel.map_ordered(_plan_question_job, jobs, workers=workers, desc="questions retrieved") for r in rs]
     return reads, arms.plan_reads(reads)
 
 
