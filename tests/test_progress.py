@@ -99,9 +99,14 @@ def test_a_bar_publishes_its_state_for_the_runner(tmp_path, monkeypatch):
                ("probes answered", 2, 5, "mem0 / adjacent", False)
         bar.update(3)
     assert json.loads(state.read_text())["closed"] is True and json.loads(state.read_text())["n"] == 5
+    monkeypatch.setattr(progress, "_PUBLISH_EVERY_S", 0.0)
+    seen = []
+    for _ in progress.bar(range(3), desc="an iteration"):
+        seen.append(json.loads(state.read_text())["n"])
+    assert seen[-1] >= 1 and json.loads(state.read_text())["n"] == 3  # counted while it runs, not only at the end
     with progress.bar(total=3, desc="hidden", disable=True) as bar:
         bar.update(1)
-    assert json.loads(state.read_text())["desc"] == "probes answered"  # a disabled bar says nothing
+    assert json.loads(state.read_text())["desc"] == "an iteration"  # a disabled bar says nothing
 
 
 def test_the_line_counts_calls_as_they_are_appended_and_estimates_what_is_left(tmp_path):
@@ -115,12 +120,13 @@ def test_the_line_counts_calls_as_they_are_appended_and_estimates_what_is_left(t
         fh.write('ed": true}\n')
     counter.poll()
     assert (counter.calls, counter.cached) == (3, 2)
-    line = progress.format_line("12_memops_eval", {"desc": "probes answered", "n": 30, "total": 72,
-                                                  "elapsed_s": 60.0, "rate": 0.5, "postfix": "mem0 / adjacent",
-                                                  "closed": False}, counter.calls, counter.cached, 75.0)
-    # 42 probes left at 0.5 a second: 84 s
+    state = {"desc": "probes answered", "n": 30, "total": 72, "elapsed_s": 50.0, "postfix": "mem0 / adjacent",
+             "closed": False, "time": 1000.0}
+    line = progress.format_line("12_memops_eval", state, counter.calls, counter.cached, 75.0, now=1010.0)
+    # 30 probes in 60 s (50 s when the state was written, 10 s since): 42 left take 84 s
     assert line == "12_memops_eval | probes answered 30/72 (42%, ETA 01:24) | mem0 / adjacent | " \
                    "3 model calls (2 cached) | 01:15"
+    assert "ETA ?" in progress.format_line("x", {**state, "n": 0}, 0, 0, 1.0, now=1000.0)
     assert progress.format_line("20_longmem_data", None, 0, 0, 3.0) == "20_longmem_data | 0 model calls (0 cached) | 00:03"
 
 
@@ -170,7 +176,7 @@ def test_a_memops_run_says_when_most_replies_are_malformed_or_a_store_stayed_emp
     from memlife.memops import evaluate
 
     records = pd.DataFrame({"system": ["temp_lora"] * 2 + ["bm25_turn"] * 2, "setting": ["adjacent"] * 4,
-                            "malformed": [True, True, True, False]})
+                            "malformed": [True, True, True, False], "truncated_tokens": [0, 0, 0, 0]})
     ingested = pd.DataFrame({"system": ["memos", "memos", "mem0"], "memories_added": ["[0, 0]", "[1, 0]", None],
                              "extract_errors": ['["KeyError"]', "[]", None]})
     assert evaluate.run_notices(records, ingested) == [
@@ -178,3 +184,7 @@ def test_a_memops_run_says_when_most_replies_are_malformed_or_a_store_stayed_emp
         "memos stored no memory for 1 of 2 histories (1 extraction replies did not parse); its answers read an "
         "empty store"]
     assert evaluate.run_notices(records[records.system == "bm25_turn"], ingested.iloc[1:]) == []
+    cut = records.assign(truncated_tokens=[0, 0, 1000, 3001])
+    assert evaluate.run_notices(cut[cut.system == "bm25_turn"], ingested.iloc[1:]) == [
+        "contexts cut to fit the reader's window (oldest turns dropped): bm25_turn/adjacent 2 of 2, "
+        "2,000 tokens on average"]

@@ -50,6 +50,19 @@ class _Bar(_tqdm):
         super().__init__(*args, **kwargs)
         self._publish(force=True)
 
+    def __iter__(self):
+        # tqdm's own iteration counts items without update() and sets `n` only when it redraws;
+        # the bars here run over few, slow items, so each goes through update() and is published.
+        if self.disable:
+            yield from self.iterable
+            return
+        try:
+            for item in self.iterable:
+                yield item
+                self.update(1)
+        finally:
+            self.close()
+
     def update(self, n=1):
         out = super().update(n)
         self._publish()
@@ -80,8 +93,7 @@ class _Bar(_tqdm):
         self._published_at = now
         d = self.format_dict
         state = {"desc": self.desc or "", "n": self.n, "total": self.total, "elapsed_s": round(d["elapsed"], 3),
-                 "rate": d.get("rate"), "postfix": self.postfix or "", "unit": self.unit, "closed": closed,
-                 "pid": os.getpid()}
+                 "postfix": self.postfix or "", "closed": closed, "time": round(time.time(), 3)}
         _write_json(Path(path), state)
 
 
@@ -227,17 +239,19 @@ def clock(seconds: float | None) -> str:
     return _std_tqdm.format_interval(seconds)
 
 
-def format_line(name: str, state: dict | None, calls: int, cached: int, elapsed_s: float) -> str:
-    """The runner's one line: notebook, the current bar (done/total, ETA), model calls, wall time."""
+def format_line(name: str, state: dict | None, calls: int, cached: int, elapsed_s: float,
+                now: float | None = None) -> str:
+    """The runner's one line: notebook, the current bar (done/total, ETA), model calls, wall time.
+
+    The ETA assumes the bar's average pace so far holds, counted up to `now` (a Unix time; the
+    bar's state says when it was written), so it keeps falling between two updates."""
     parts = [name]
     if state and not state.get("closed"):
         n, total = state.get("n") or 0, state.get("total")
         desc = state.get("desc") or ""
-        rate = state.get("rate")
-        if not rate and n and state.get("elapsed_s"):
-            rate = n / state["elapsed_s"]
         if total:
-            eta = (total - n) / rate if rate else None
+            spent = (state.get("elapsed_s") or 0.0) + max(0.0, (now or state.get("time") or 0.0) - (state.get("time") or 0.0))
+            eta = spent * (total - n) / n if n else None
             parts.append(f"{desc} {n}/{total} ({100 * n / total:.0f}%, ETA {clock(eta)})".strip())
         else:
             parts.append(f"{desc} {n}".strip())
@@ -246,6 +260,12 @@ def format_line(name: str, state: dict | None, calls: int, cached: int, elapsed_
     parts.append(f"{calls} model calls ({cached} cached)")
     parts.append(clock(elapsed_s))
     return " | ".join(parts)
+
+
+def _parallel_make() -> bool:
+    """Whether a `make -j` started this process (GNU make passes -jN and its jobserver on)."""
+    flags = os.environ.get("MAKEFLAGS", "").split()
+    return any(f.startswith(("-j", "--jobserver")) for f in flags)
 
 
 class Watcher:
@@ -259,7 +279,8 @@ class Watcher:
         self.counter = _CallCounter(calls_log)
         self.stream = stream
         self.interval_s = interval_s
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        # Under `make -j`, runners share the terminal: plain lines, or they would redraw each other's.
+        self.tty = bool(getattr(stream, "isatty", lambda: False)()) and not _parallel_make()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="memlife-progress", daemon=True)
         self._t0 = time.monotonic()
@@ -281,7 +302,7 @@ class Watcher:
     def line(self) -> str:
         self.counter.poll()
         return format_line(self.name, _read_json(self.progress_file), self.counter.calls, self.counter.cached,
-                           time.monotonic() - self._t0)
+                           time.monotonic() - self._t0, time.time())
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

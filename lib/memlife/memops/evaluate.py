@@ -357,8 +357,15 @@ MALFORMED_NOTICE = 0.5  # a system x setting whose replies are mostly malformed 
 
 def run_notices(records, ingested) -> list[str]:
     """What a run's user should hear about, in a line each: system x setting runs whose replies are
-    mostly malformed, and memory stores that were given sessions and stored nothing."""
+    mostly malformed, contexts cut to fit the reader's window, and memory stores that were given
+    sessions and stored nothing."""
     out = []
+    if len(records) and "truncated_tokens" in records:
+        cut = records[records["truncated_tokens"] > 0].groupby(["system", "setting"], sort=True)["truncated_tokens"]
+        if len(cut):
+            out.append("contexts cut to fit the reader's window (oldest turns dropped): " + ", ".join(
+                f"{s}/{st} {len(g)} of {int(((records.system == s) & (records.setting == st)).sum())}, "
+                f"{g.mean():,.0f} tokens on average" for (s, st), g in cut))
     if len(records):
         share = records.groupby(["system", "setting"], sort=True)["malformed"].agg(["sum", "size"])
         high = share[share["sum"] > MALFORMED_NOTICE * share["size"]]
