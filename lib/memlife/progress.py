@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -314,8 +313,12 @@ class Watcher:
     def _draw(self) -> None:
         text = self.line()
         if self.tty:
-            cols = shutil.get_terminal_size((100, 20)).columns
-            text = text[: cols - 1]
+            try:  # the terminal's own width: this process's stdout is the log while a notebook runs
+                cols = os.get_terminal_size(self.stream.fileno()).columns
+            except (OSError, ValueError, AttributeError):
+                cols = 0
+            if cols >= 20:  # a terminal that reports no size (0) gets the whole line
+                text = text[: cols - 1]
             self.stream.write("\r" + text.ljust(self._width))
             self._width = len(text)
             self.stream.flush()
