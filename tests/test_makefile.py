@@ -84,3 +84,22 @@ def test_other_build_flags_mean_another_build(scratch):
     assert model_stamp(scratch, other) != model_stamp(scratch)
     plan = dry_run(scratch, other)
     assert "pip wheel" in plan and "-DGGML_AVX2=OFF" in plan
+
+
+def _make_with(where: Path, recipe: str, *args: str) -> subprocess.CompletedProcess:
+    """Run one extra target, `probe`, with the Makefile's variables and functions."""
+    return subprocess.run(["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", "-", "probe", *args],
+                          cwd=where, env=_make_env(), input=f"probe:\n\t@{recipe}\n", capture_output=True, text=True)
+
+
+def test_an_installers_output_goes_to_the_log_and_its_tail_comes_back_when_it_fails(scratch):
+    ok = _make_with(scratch, "$(call logged,echo INSTALLER-CHATTER-1; echo more >&2)")
+    assert ok.returncode == 0 and ok.stdout == "" and ok.stderr == ""
+    log = (scratch / "results" / "logs" / "env.log").read_text()
+    assert "INSTALLER-CHATTER-1" in log and "more" in log
+    failed = _make_with(scratch, "$(call logged,echo WHY-IT-FAILED-2; (exit 3))")
+    assert failed.returncode != 0
+    assert "WHY-IT-FAILED-2" in failed.stdout and "results/logs/env.log" in failed.stdout
+    shown = _make_with(scratch, "$(call logged,echo SHOWN-3)", "V=1")
+    assert shown.returncode == 0 and "SHOWN-3" in shown.stdout
+    assert make_variable(scratch, "MEMLIFE_VERBOSE", "V=1") == "1" and make_variable(scratch, "MEMLIFE_VERBOSE") == ""
