@@ -256,3 +256,21 @@ def test_sigkill_halfway_then_rerun_repeats_no_cached_request(tmp_path):
     with FaultServer() as srv2:
         _run_script(tmp_path, env2, srv2.base_url, n, tmp_path / "b.json")
     assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text())
+
+
+def test_complete_many_stops_sending_at_the_first_hard_failure(isolated_llm, fault_server):
+    """A request that fails for good raises at once; what was still queued is never sent, and what
+    was answered is cached, so the rerun sends only what is missing."""
+    c = point_at(isolated_llm, fault_server, concurrency=2)
+    fault_server.delay_s = 0.2
+    fault_server.script("p0", "400")
+    prompts = [f"p{i}" for i in range(12)]
+    with pytest.raises(isolated_llm.LLMCallError, match="BadRequest|400"):
+        c.complete_many([dict(messages=MSG(p), max_tokens=8) for p in prompts], progress=False)
+    sent = sum(fault_server.received[p] for p in prompts)
+    assert sent < len(prompts)  # the queue was cancelled, not drained
+    answered = sent - 1
+    fault_server.received.clear()
+    out = c.complete_many([dict(messages=MSG(p), max_tokens=8) for p in prompts], progress=False)
+    assert [o.text for o in out] == [f"echo: {p}" for p in prompts]
+    assert sum(fault_server.received[p] for p in prompts) == len(prompts) - answered

@@ -25,7 +25,7 @@ import random
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -559,7 +559,9 @@ class Client:
         """Run requests (each the kwargs of `complete`) with bounded concurrency, in input order.
 
         Identical requests are sent once. With one worker the order given is the order sent,
-        so callers put requests sharing a long prefix next to each other.
+        so callers put requests sharing a long prefix next to each other. The first call that
+        fails for good (after its retries) raises at once, as does an interrupt: requests not yet
+        sent are cancelled, and a rerun finds the replies already received in the cache.
         """
         from .progress import bar as progress_bar
 
@@ -583,11 +585,16 @@ class Client:
                     results[key] = self._complete(req, key)
                     bar.update()
             else:
-                with ThreadPoolExecutor(max_workers=workers) as pool:
+                pool = ThreadPoolExecutor(max_workers=workers)
+                try:
                     futs = {pool.submit(self._complete, req, key): key for key, req in unique.items()}
-                    for fut in futs:
+                    for fut in as_completed(futs):
                         results[futs[fut]] = fut.result()
                         bar.update()
+                finally:
+                    # A hard failure or an interrupt: the requests still queued are never sent
+                    # (those in flight finish, and their replies are cached for the rerun).
+                    pool.shutdown(wait=True, cancel_futures=True)
         finally:
             bar.close()
         return [results[key] for _, key in built]
