@@ -70,6 +70,21 @@ def test_bm25_turn_retrieval_finds_the_correction_and_keeps_history_order():
     assert any("actually 94114" in t for t in texts)
 
 
+def test_bm25_ties_go_to_the_newer_turn_whatever_the_cpu_sorts():
+    """Equal scores are ordered by an explicit rule (newer first), not by a top-k kernel whose
+    order of ties depends on the CPU's SIMD instructions."""
+    same = {"role": "user", "content": "my parking spot is B12"}
+    h = systems.History("ties@adjacent", "adjacent",
+                        ((same, {"role": "assistant", "content": "noted"}, same, same, {"role": "user", "content": "bye"}),))
+    s = systems.BM25System(systems.Reader(_EchoClient()), "turn", top_k=2)
+    s.ingest(h)
+    assert s.retrieve(h, "where is my parking spot") == [2, 3]
+    assert s.retrieve(h, "zebra") == [3, 4]  # no shared term: every turn scores 0, the newest win
+    from memlife import retrieve
+
+    assert retrieve.best_first([1.0, 2.0, 2.0, 0.5], [0, 1, 2, 3]) == [2, 1, 0, 3]
+
+
 def test_bm25_session_level_returns_whole_sessions():
     client = _EchoClient()
     s = systems.BM25System(systems.Reader(client), "session", top_k=1)

@@ -40,6 +40,36 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     return bm25s.tokenize(list(texts), stopwords=STOPWORDS, return_ids=False, show_progress=False)
 
 
+def bm25_scores(docs: Sequence[list[str]], query: list[str], index: "bm25s.BM25 | None" = None) -> np.ndarray:
+    """BM25 score of each of `docs` (token lists) for the `query` tokens; zeros when they share no
+    term. `index` may pass :func:`bm25_index` of the same docs, built once."""
+    scores = np.zeros(len(docs), dtype=np.float64)
+    if index is None and any(docs) and query:
+        index = bm25_index(docs)
+    if index is not None:
+        query = [t for t in query if t in index.vocab_dict]
+        if query:
+            scores = np.asarray(index.get_scores(query), dtype=np.float64)
+    return scores
+
+
+def bm25_index(docs: Sequence[list[str]]) -> "bm25s.BM25 | None":
+    if not any(docs):
+        return None
+    bm = bm25s.BM25()
+    bm.index(list(docs), show_progress=False)
+    return bm
+
+
+def best_first(scores: Sequence[float], recency: Sequence[int]) -> list[int]:
+    """Positions of `scores`, best first; ties: the higher `recency` (the newer) first.
+
+    The tie-break is explicit because a library's top-k (bm25s's, numpy's argpartition) leaves
+    the order of equal scores to the CPU's sort kernels: the same query would retrieve other
+    units on a machine with other SIMD instructions."""
+    return sorted(range(len(scores)), key=lambda j: (-scores[j], -recency[j]))
+
+
 def rank(units: Sequence[Unit], retained: Iterable[str], question: str,
          unit_tokens: Sequence[list[str]] | None = None) -> list[str]:
     """Retained unit ids, best BM25 match first, ties: newer first.
@@ -51,16 +81,8 @@ def rank(units: Sequence[Unit], retained: Iterable[str], question: str,
     if not idx:
         return []
     toks = unit_tokens if unit_tokens is not None else tokenize([units[i].text for i in range(len(units))])
-    docs = [toks[i] for i in idx]
-    query = tokenize([question])[0]
-    scores = np.zeros(len(idx), dtype=np.float64)
-    if any(docs) and query:
-        bm = bm25s.BM25()
-        bm.index(docs, show_progress=False)
-        query = [t for t in query if t in bm.vocab_dict]
-        if query:
-            scores = np.asarray(bm.get_scores(query), dtype=np.float64)
-    order = sorted(range(len(idx)), key=lambda j: (-scores[j], -units[idx[j]].order))
+    scores = bm25_scores([toks[i] for i in idx], tokenize([question])[0])
+    order = best_first(scores, [units[i].order for i in idx])
     return [units[idx[j]].unit_id for j in order]
 
 

@@ -240,25 +240,22 @@ class BM25System:
         return [format_turns([(si, ti, m) for ti, m in enumerate(sess)]) for si, sess in enumerate(history.sessions)]
 
     def ingest(self, history: History) -> None:
-        import bm25s
+        from memlife import retrieve
 
         units = self._units(history)
-        retriever = bm25s.BM25()
-        retriever.index(bm25s.tokenize(["\n".join(u) for u in units], stopwords="en", show_progress=False),
-                        show_progress=False)
-        self._index[history.history_id] = (retriever, units)
+        docs = retrieve.tokenize(["\n".join(u) for u in units])
+        self._index[history.history_id] = (retrieve.bm25_index(docs), docs, units)
 
     def retrieve(self, history: History, question: str) -> list[int]:
-        import bm25s
+        """The top-k units by BM25 (ties: the newer), in history order: update order matters."""
+        from memlife import retrieve
 
-        retriever, units = self._index[history.history_id]
-        k = min(self.top_k, len(units))
-        docs, _scores = retriever.retrieve(bm25s.tokenize([question], stopwords="en", show_progress=False),
-                                           k=k, show_progress=False)
-        return sorted(int(i) for i in docs[0])  # chronological: update order matters
+        index, docs, units = self._index[history.history_id]
+        scores = retrieve.bm25_scores(docs, retrieve.tokenize([question])[0], index)
+        return sorted(retrieve.best_first(scores, range(len(units)))[: self.top_k])
 
     def answer(self, history: History, question: str) -> Answer:
-        _, units = self._index[history.history_id]
+        units = self._index[history.history_id][2]
         ids = self.retrieve(history, question)
         lines = [line for i in ids for line in units[i]]
         return self.reader.read(lines, question, retrieved=[str(i) for i in ids])
