@@ -121,7 +121,7 @@ Each history goes into each system once; for each probe and each reader window t
 its context, and all three subjects reply from that one handover. Every reply is the JSON a model would send, parsed
 by `parse_response` and scored by the deterministic scorer (a reply repeated across systems is scored once)."""),
 ("code", """t1 = time.perf_counter()
-records = controls.run(instances, cfg, out_dir / "stores" / dataset_sha[:12], progress=False)
+records = controls.run(instances, cfg, out_dir / "stores" / dataset_sha[:12])
 records.to_parquet(out_dir / "records.parquet", index=False)
 print(f"{len(records)} records in {time.perf_counter() - t1:.0f} s ->", out_dir / "records.parquet")"""),
 ("md", """## The identities
