@@ -205,11 +205,11 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
     lines.append(f"{'total':<22} {progress.clock(tot['wall_s']):>8} {tot['calls']:>6} {tot['cached_calls']:>6} "
                  f"{tot['live_calls']:>5} {tot['prompt_tokens'] + tot['completion_tokens']:>10,} "
                  f"{tot['usd_estimate']:>8.4f}")
-    written: dict[str, list[str]] = {}
+    written: dict[str, set[str]] = {}
     for s in rows:
         for path in s.get("outputs", []):
             folder, _, file = path.rpartition("/")
-            written.setdefault(folder + "/", []).append(file)
+            written.setdefault(folder + "/", set()).add(file)
     for folder, files in sorted(written.items()):
         lines.append(f"written to {folder} ({len(files)}): " + ", ".join(sorted(files)))
     flagged = [s for s in rows if s.get("notices")]
