@@ -46,6 +46,7 @@ class _Bar(_tqdm):
 
     def __init__(self, *args, **kwargs):
         self._published_at = 0.0
+        self._closed_published = False
         super().__init__(*args, **kwargs)
         self._publish(force=True)
 
@@ -76,7 +77,7 @@ class _Bar(_tqdm):
         self._publish()
 
     def close(self):
-        if not getattr(self, "_closed_published", True):
+        if not self._closed_published:
             self._closed_published = True
             self._publish(force=True, closed=True)
         super().close()
@@ -85,7 +86,6 @@ class _Bar(_tqdm):
         path = os.environ.get(PROGRESS_ENV)
         if not path or self.disable:
             return
-        self._closed_published = closed
         now = time.monotonic()
         if not force and now - self._published_at < _PUBLISH_EVERY_S:
             return
@@ -150,7 +150,6 @@ def install_kernel_log() -> Path | None:
     if root.level > logging.INFO or root.level == logging.NOTSET:
         root.setLevel(logging.INFO)
     logging.captureWarnings(True)
-    # A warning shown once is logged once, as the warnings module would have shown it.
     return Path(path)
 
 
@@ -298,9 +297,9 @@ class Watcher:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
 
-    def line(self) -> str:
+    def line(self, state: dict | None) -> str:
         self.counter.poll()
-        return format_line(self.name, _read_json(self.progress_file), self.counter.calls, self.counter.cached,
+        return format_line(self.name, state, self.counter.calls, self.counter.cached,
                            time.monotonic() - self._t0, time.time())
 
     def _loop(self) -> None:
@@ -311,7 +310,8 @@ class Watcher:
                 return
 
     def _draw(self) -> None:
-        text = self.line()
+        state = _read_json(self.progress_file)
+        text = self.line(state)
         if self.tty:
             try:  # the terminal's own width: this process's stdout is the log while a notebook runs
                 cols = os.get_terminal_size(self.stream.fileno()).columns
@@ -324,7 +324,7 @@ class Watcher:
             self.stream.flush()
             return
         # Not a terminal (CI, a file): a line when a bar starts, and then at most every 30 s.
-        state = _read_json(self.progress_file) or {}
+        state = state or {}
         started = state.get("desc") if state and not state.get("closed") else None
         now = time.monotonic()
         if (started and started != self._last_plain[0]) or now - self._last_plain[1] >= 30:
