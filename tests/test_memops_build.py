@@ -34,3 +34,11 @@ def test_validate_reports_a_line_that_is_not_json(tmp_path):
     f.write_text("{not json\n")
     [(where, reasons)] = validate_file(f)
     assert where == f"{f}:1" and "not valid JSON" in reasons[0]
+
+
+def test_every_profile_sets_a_retention_floor_that_is_a_fraction():
+    from memlife import config
+
+    for profile in ("smoke", "quick", "paper"):
+        floor = config.notebook_params(profile, "10_memops_build")["min_retention"]
+        assert 0 < floor <= 1, (profile, floor)

@@ -150,15 +150,40 @@ def test_leaked_label_is_rejected():
     assert "segment 0 turn 3" in got[0].reason and "gold" in got[0].reason
 
 
-@pytest.mark.parametrize("text", ["This is an OperationTrace probe.", "UPDATE: new address", "state transition here"])
+@pytest.mark.parametrize("text", [
+    "This is an OperationTrace probe.", "UPDATE: new address", "state transition here",
+    # identifiers from the schema, snake or camel
+    "Logged it under op_id op3.", "op_type=forget", "probe_type: StateTrajectory", "the opType field",
+    "tagged same_target", "see T012-update-p2", "a CandidateDisambiguation case", "the answer_key",
+    # operation names written as labels
+    "Done. [forget]", "Operation: update", "type: reflect", "op = remember", "<trajectory>",
+    "FORGET the code.", "UPDATE: NEW ADDRESS", "That was the remember op.", "a reflect operation",
+    # benchmark vocabulary
+    "the gold trace", "Gold answer: 94110", "a memory operation", "operation type", "the probe type",
+    "target binding", "State-Trajectory", "MemOps",
+])
 def test_label_forms_are_caught(text):
     assert G.leaked_labels(text)
 
 
-@pytest.mark.parametrize("text", ["Please forget the door code.", "I'll update you tomorrow.",
-                                  "Remember to bring the charger."])
+@pytest.mark.parametrize("text", [
+    "Please forget the door code.", "I'll update you tomorrow.", "Remember to bring the charger.",
+    # the words the old gate rejected, as a capable model writes them in dialogue
+    "I'm getting her a gold necklace.", "There's no trace of it anywhere.", "No traces of peanut, I checked.",
+    "On reflection, I'd rather keep it simple.", "Let me reflect on that for a day.",
+    "It really changed my career trajectory.", "The gold standard for coffee grinders is burr.",
+    "Update: I got the job!", "Is the meat probe reading right?", "PLEASE DON'T FORGET IT.",
+    "The police probe took months.", "My OP-1 synth needs a firmware update.", "What's your username?",
+])
 def test_ordinary_speech_is_not_a_label(text):
     assert G.leaked_labels(text) == []
+
+
+def test_ordinary_words_pass_the_gate_in_an_instance():
+    obj = good_forget()
+    obj["segments"][0][2]["text"] = U[1] + " On reflection, there's no trace of the old one, it was gold."
+    obj["segments"][0][3]["text"] = "Added it. That should help your career trajectory, too."
+    assert reasons(obj) == []
 
 
 def test_schema_gate_names_the_field():

@@ -12,9 +12,11 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from . import schema as _schema
 from .schema import (
+    DISTRACTOR_TAGS,
     N_SEGMENTS,
     PROBE_TYPES,
     TURNS_PER_SEGMENT,
@@ -49,23 +51,72 @@ class GateFailure:
         return f"[{self.gate}] {self.reason}"
 
 
-# Internal labels that must never surface in dialogue. Ordinary verbs a user says ("please
-# forget the code", "I'll update you") are natural speech and are allowed; label forms are not:
-# probe-type names (camel or spaced), the words gold/trace/trajectory/reflect, op fields, and
-# operation names written as labels in capitals.
-_PROBE_WORDS = [re.escape(p) for p in PROBE_TYPES] + [
-    re.escape(re.sub(r"(?<!^)(?=[A-Z])", " ", p).lower()) for p in PROBE_TYPES
-]
+# Internal labels that must never surface in dialogue. A capable realizer writes natural speech,
+# where "a gold necklace", "no trace of it", "on reflection", "career trajectory", "please forget
+# the code" and "I'll update you" are ordinary words; so the gate looks for *label forms* only:
+# identifiers copied from the schema, operation names written as labels, and benchmark vocabulary
+# that no one says in conversation. Bare "probe" stays allowed (a meat probe, a space probe, a
+# police probe): only its benchmark compounds are labels.
+_OPS = "remember|forget|update|reflect|trajectory"
+
+
+def _schema_identifiers() -> list[str]:
+    # Derived from the models, so a field added to the schema is caught without editing this list.
+    models = [v for v in vars(_schema).values()
+              if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == _schema.__name__]
+    snake = {f for m in models for f in m.model_fields if "_" in f} | set(DISTRACTOR_TAGS)
+    camel = {m.__name__ for m in models if re.fullmatch(r"(?:[A-Z][a-z]+){2,}", m.__name__)}
+    words = snake | camel | set(PROBE_TYPES) | {"trajectoryops", "memops"}
+    return sorted(words, key=len, reverse=True)
+
+
+def _camel_fields() -> list[str]:
+    # opType, probeId: the fields as a JSON-minded writer spells them. Matched case-sensitively,
+    # since lowercased they are words ("username" from user_name).
+    snake = [w for w in _schema_identifiers() if "_" in w]
+    return [re.sub(r"_([a-z])", lambda m: m.group(1).upper(), w) for w in snake]
+
+
+# "state transition", "state-transition": the probe types spaced out. None of the six pairs is
+# a phrase of everyday dialogue, so all are labels.
+_SPACED_PROBES = [r"[\s_-]+".join(w.lower() for w in re.findall(r"[A-Z][a-z]+", p)) for p in PROBE_TYPES]
+
 LEAK_PATTERN = re.compile(
-    r"\b(?:gold|trace[sd]?|trajector(?:y|ies)|trajectoryops|reflect(?:ion)?|op_id|op_type|probe_type|"
-    r"memory operation|operation type|" + "|".join(_PROBE_WORDS) + r")\b",
+    r"\b(?:"
+    + "|".join(re.escape(w) for w in _schema_identifiers()) + "|"
+    + "(?-i:" + "|".join(_camel_fields()) + ")|"
+    + "|".join(_SPACED_PROBES)
+    # benchmark vocabulary; "gold" alone, "gold standard" and "gold key" are ordinary English
+    + r"|gold[\s_-]+(?:traces?|answers?|operations?|ops?|labels?|responses?|provenance|annotations?)"
+    r"|memory[\s_-]+operations?|operation[\s_-]+types?|op[\s_-]+types?|probe[\s_-]+(?:types?|ids?|questions?)"
+    rf"|(?:{_OPS})[\s-]+(?:ops?|operations?|probes?)"
+    # colon- or equals-labelled: "Operation: update", "type: reflect", "op=forget"; a lone
+    # "Update: I got the job" is how people write news, so the key before the colon must be a label
+    rf"|(?:operations?|op|type|label|tag|probe)\s*[:=]\s*[\"'`\[(]?\s*(?:{_OPS})"
+    # op and instance identifiers, case-sensitive so that a product name (the OP-1 synth) passes
+    rf"|(?-i:op_?\d+)|(?-i:T\d{{3,}}-(?:{_OPS})(?:-p\d+)?)"
+    r")\b"
+    # bracketed: "[forget]", "(update)", "<reflect>"
+    rf"|[\[({{<]\s*(?:{_OPS})\s*[\])}}>]",
     re.IGNORECASE,
 )
 LEAK_CAPS = re.compile(r"\b(?:REMEMBER|FORGET|UPDATE|REFLECT|TRAJECTORY)\b")
+# An operation name in capitals next to another all-caps word is shouting ("PLEASE DON'T FORGET
+# IT"), which is emphasis, not a label; followed by a colon ("UPDATE: NEW ADDRESS") it is a
+# heading, which is.
+_SHOUTED = re.compile(r"[A-Z][A-Z']+")
+
+
+def _shouted(text: str, m: re.Match) -> bool:
+    if text[m.end():].lstrip().startswith((":", "=")):
+        return False
+    near = re.findall(r"[A-Za-z']+", text[: m.start()])[-1:] + re.findall(r"[A-Za-z']+", text[m.end():])[:1]
+    return any(_SHOUTED.fullmatch(w) and not LEAK_CAPS.fullmatch(w) for w in near)
 
 
 def leaked_labels(text: str) -> list[str]:
-    return [m.group(0) for m in LEAK_PATTERN.finditer(text)] + [m.group(0) for m in LEAK_CAPS.finditer(text)]
+    return ([m.group(0) for m in LEAK_PATTERN.finditer(text)]
+            + [m.group(0) for m in LEAK_CAPS.finditer(text) if not _shouted(text, m)])
 
 
 def _all_spans(inst: Instance) -> list[tuple[str, Span]]:
@@ -303,6 +354,8 @@ def check_raw(obj: dict) -> tuple[Instance | None, list[GateFailure]]:
 
 
 class VerifierVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # strict structured output (api_rules)
+
     passes: bool
     problems: list[str]
 

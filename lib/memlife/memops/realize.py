@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ConfigDict
+
 from .plan import USER_SLOTS, ConversationPlan, Event, possessive, yours
 from .schema import (
     AnswerKey,
@@ -369,14 +371,17 @@ def fixed_sentences(cp: ConversationPlan) -> dict[str, str]:
     return {e.event_id: render_event(e, random.Random(f"{cp.instance_id}:{e.event_id}")) for e in cp.events}
 
 
+class GeneratedSegment(BaseModel):
+    """The generator's reply for one segment (strict structured output: no other field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: list[str]
+
+
 def realize_llm(cp: ConversationPlan, attempt: int = 0, feedback: str = "") -> list[list[Turn]]:
     """Segments written by the configured generator; raises when the reply is not 8 turns."""
-    from pydantic import BaseModel
-
-    from memlife import llm  # lands on main with the model layer; imported only when used
-
-    class _Segment(BaseModel):
-        turns: list[str]
+    from memlife import llm
 
     client = llm.get_client("generator")
     segments = []
@@ -384,7 +389,7 @@ def realize_llm(cp: ConversationPlan, attempt: int = 0, feedback: str = "") -> l
         obj, c = client.complete_json(
             [{"role": "system", "content": LLM_SYSTEM},
              {"role": "user", "content": _llm_prompt(cp, seg, feedback)}],
-            schema=_Segment, max_tokens=2400, temperature=0.7, seed=attempt,
+            schema=GeneratedSegment, max_tokens=2400, temperature=0.7, seed=attempt,
         )
         if obj is None or len(obj.turns) != 8:
             raise ValueError(f"{cp.instance_id} segment {seg}: generator reply is not 8 turns ({c.error if obj is None else len(obj.turns)})")
