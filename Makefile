@@ -32,6 +32,10 @@ else
     p = int(substr($$0, RSTART, RLENGTH - 2) / 10); if (p > last) { last = p; print "  " p * 10 "%"; fflush() } }'
 endif
 START := $(shell date +%s)
+# One spending ledger for every notebook this make runs, under -j too (memlife.spending); set it
+# yourself to keep one cap across several makes.
+MEMLIFE_SPEND_RUN ?= $(PROFILE)-$(START)
+export MEMLIFE_SPEND_RUN
 
 # An active conda environment named memlife (made from environment.yml) is used as it is;
 # otherwise a virtual environment in .venv.

@@ -34,7 +34,12 @@ class FakeServer:
                 return
 
             def do_GET(self):
-                body = json.dumps({"data": [{"id": "fake", "object": "model"}], "status": "ok"}).encode()
+                if "/models/" in self.path:  # any model name, with a vLLM-style context window
+                    body = json.dumps({"id": self.path.rsplit("/", 1)[1], "object": "model",
+                                       "max_model_len": 131072}).encode()
+                else:
+                    body = json.dumps({"data": [{"id": "fake", "object": "model", "max_model_len": 131072}],
+                                       "status": "ok"}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

@@ -40,3 +40,11 @@ def point_at(llm, server, role="reader", model="fake-model", **extra):
     llm.configure(None, run="pytest", models={role: {"base_url": server.base_url, "model": model,
                                                       "timeout_s": 2, "max_retries": 3, **extra}})
     return llm.get_client(role)
+
+
+def completion(text, **fields):
+    """A reply as the llm client returns it, for stand-in clients (the proxy's tests)."""
+    from memlife import llm
+
+    base = dict(prompt_tokens=7, completion_tokens=3, cached=False, latency_s=0.0, request_id="r1", model="fake-model")
+    return llm.Completion(text=text, **{**base, **fields})

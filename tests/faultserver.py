@@ -13,8 +13,47 @@ from collections import Counter, defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class FaultServer:
-    def __init__(self, delay_s: float = 0.0):
+class JSONHandler(BaseHTTPRequestHandler):
+    """An HTTP/1.1 handler that answers JSON and keeps test output clean."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def _json(self, status, obj, headers=None):
+        payload = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class Loopback:
+    """A threaded HTTP server on 127.0.0.1 (a free port) for the duration of a `with` block."""
+
+    def __init__(self, handler):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FaultServer(Loopback):
+    def __init__(self, delay_s: float = 0.0, window: int = 32768):
+        self.window = window
         self.scripts: dict[str, list] = defaultdict(list)
         self.received: Counter = Counter()
         self.auth_headers: list[str] = []
@@ -22,15 +61,16 @@ class FaultServer:
         self._lock = threading.Lock()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):  # keep test output clean
-                pass
-
+        class Handler(JSONHandler):
             def do_GET(self):
+                # Like vLLM, the server reports its context window (max_model_len); it serves any
+                # model name a test asks for.
                 if self.path.endswith("/models"):
-                    self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                    self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model",
+                                                                 "max_model_len": outer.window}]})
+                elif "/models/" in self.path:
+                    self._json(200, {"id": self.path.rsplit("/", 1)[1], "object": "model",
+                                     "max_model_len": outer.window})
                 else:
                     self._json(404, {"error": {"message": "not found"}})
 
@@ -80,29 +120,7 @@ class FaultServer:
             def _reply(self, body, text):
                 self._json(200, self._completion(body, text))
 
-            def _json(self, status, obj, headers=None):
-                payload = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        Loopback.__init__(self, Handler)
 
     def script(self, prompt: str, *steps) -> None:
         self.scripts[prompt].extend(steps)

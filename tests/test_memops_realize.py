@@ -63,3 +63,24 @@ def test_llm_realizer_paraphrase_is_caught_by_the_verbatim_gate(isolated_llm, fa
     _script_llm(fault_server, cp, paraphrase=True)
     inst = R.llm_instance(cp)
     assert {f.gate for f in G.check(inst)} >= {"quote_verbatim"}
+
+
+def test_an_llm_build_on_parallel_calls_is_the_build_made_one_at_a_time(isolated_llm, fault_server):
+    """Conversations written at once (generator concurrency 4) give the dataset and gate log, in
+    plan order, that the same replies give one conversation at a time."""
+    from memlife.memops import build as B
+
+    cps = P.plan(P.PlanParams(n_topics=2, seed=0))
+    for i, cp in enumerate(cps):
+        _script_llm(fault_server, cp, paraphrase=(i % 3 == 0))  # some fail the gates and are retried
+    params = B.BuildParams(profile="smoke", seed=0, n_topics=2, max_conversations=None, longctx_tokens=1500,
+                           max_attempts=2, realizer="llm", verifier="off")
+    point_at(isolated_llm, fault_server, role="generator", model="fake-generator", concurrency=4)
+    parallel = B.build(params, progress=False)
+    sent = sum(fault_server.received.values())
+    point_at(isolated_llm, fault_server, role="generator", model="fake-generator", concurrency=1)
+    serial = B.build(params, progress=False)
+    assert sum(fault_server.received.values()) == sent  # the second build came from the cache
+    assert parallel.manifest == serial.manifest
+    assert parallel.log.to_json() == serial.log.to_json()
+    assert 0 < len(parallel.log.retained) < len(cps) and parallel.log.dropped

@@ -7,11 +7,11 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import completion
 
 from memlife.memops import evaluate, systems
 from memlife.memops.response import MemOpsResponse
@@ -22,15 +22,8 @@ INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.
 LIB = str(HERE.parent / "lib")
 
 
-@dataclass
-class _C:
-    text: str
-    prompt_tokens: int = 1
-    completion_tokens: int = 1
-    cached: bool = False
-    latency_s: float = 0.0
-    request_id: str = "r"
-    error: str | None = None
+def _C(text: str):
+    return completion(text, prompt_tokens=1, completion_tokens=1, request_id="r")
 
 
 class _EchoClient:
@@ -203,13 +196,13 @@ sys.path.insert(0, str(HERE))
 from _memops_fake_server import FakeServer  # noqa: E402
 
 
-def _run(tmp, server, systems_arg, *, kill_after=None, timeout=240):
+def _run(tmp, server, systems_arg, *, kill_after=None, timeout=240, extra=()):
     env = {**os.environ, "PYTHONPATH": LIB, "MEMLIFE_READER_BASE_URL": server.base_url,
            "MEMLIFE_READER_MODEL": "fake", "MEMLIFE_CACHE_DIR": str(tmp / "cache"),
            "MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "memlife.memops.evaluate", "--instances", str(tmp / "i.jsonl"),
                              "--out", str(tmp / "out"), "--systems", systems_arg, "--settings", "adjacent",
-                             "--max-probes", "1", "--extract-max-tokens", "77"], env=env,
+                             "--max-probes", "1", "--extract-max-tokens", "77", *extra], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     server.kill_pid = proc.pid
     server.kill_after = kill_after
@@ -281,6 +274,49 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
         assert len(_memories(systems.MemOSSystem, tmp_path)) == 3
     df = evaluate.collect(tmp_path / "out")
     assert len(df) == len(names.split(",")) and not df.duplicated(["system", "setting", "probe_id"]).any()
+
+
+WIDE = ("--reader-max-tokens", "400")  # room for every gold reply of the smoke dataset
+
+
+def test_sigkill_during_a_parallel_evaluation_resumes_without_repeating_a_call(tmp_path, monkeypatch):
+    """Instances answered four at a time (an endpoint's concurrency): killed mid-run, the rerun asks
+    only what had no reply, at most the four calls in flight a second time, and the records are
+    those a run one call at a time makes."""
+    from memlife.memops import build
+
+    params = build.BuildParams(profile="smoke", seed=0, n_topics=2, max_conversations=None, longctx_tokens=1500,
+                               realizer="template", verifier="off")
+    instances = build.build(params, progress=False).instances
+    (tmp_path / "i.jsonl").write_text("".join(json.dumps(i.model_dump(mode="json")) + "\n" for i in instances))
+    monkeypatch.setenv("MEMLIFE_READER_CONCURRENCY", "4")
+    seen = collections.Counter()
+    srv = FakeServer()
+    assert _run(tmp_path, srv, "long_context,bm25_turn", kill_after=9, extra=WIDE) == -signal.SIGKILL and srv.killed
+    first = list(srv.requests)
+    seen.update(first)
+    srv.close()
+    srv = FakeServer()
+    assert _run(tmp_path, srv, "long_context,bm25_turn", extra=WIDE) == 0
+    seen.update(srv.requests)
+    srv.close()
+    repeats = {k: n for k, n in seen.items() if n > 1}
+    assert all(n == 2 for n in repeats.values()) and 1 <= len(repeats) <= 4  # only those in flight
+    assert set(repeats) <= set(first[-4:])  # four at a time: those in flight are the last four received
+    parallel = evaluate.collect(tmp_path / "out")
+    assert len(parallel) == 2 * len(instances) and not parallel.duplicated(["system", "instance_id", "probe_id"]).any()
+    # One call at a time, from the same cache: the same records.
+    monkeypatch.setenv("MEMLIFE_READER_CONCURRENCY", "1")
+    srv = FakeServer()
+    (tmp_path / "serial").mkdir()
+    env_out = tmp_path / "serial"
+    (env_out / "i.jsonl").write_text((tmp_path / "i.jsonl").read_text())
+    (env_out / "cache").symlink_to(tmp_path / "cache")
+    assert _run(env_out, srv, "long_context,bm25_turn", extra=WIDE) == 0 and srv.requests == []
+    srv.close()
+    serial = evaluate.collect(env_out / "out")
+    cols = ["system", "setting", "instance_id", "probe_id", "raw", "request_id"]
+    assert parallel[cols].equals(serial[cols])
 
 
 @pytest.mark.slow

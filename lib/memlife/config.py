@@ -30,3 +30,14 @@ def notebook_params(profile: str, notebook: str, root: Path | None = None) -> di
     if notebook not in cfg["notebooks"]:
         raise KeyError(f"{profile_file(profile, root)}: no section notebooks.{notebook}")
     return {**cfg["common"], **(cfg["notebooks"][notebook] or {})}
+
+
+# The notebooks' numbers say their track: 1x MemOps, 2x the restore audit (00 is neither).
+TRACKS = {"1": "memops", "2": "restore"}
+
+
+def track_of(notebook: str | None) -> str | None:
+    """'memops' for '12_memops_eval', 'restore' for '22_read_restore', None for anything else."""
+    if not notebook or len(notebook) < 3 or not notebook[:2].isdigit() or notebook[2] != "_":
+        return None
+    return TRACKS.get(notebook[0])

@@ -57,6 +57,14 @@ class LLMError(RuntimeError):
 class LLMCallError(LLMError):
     """A call that failed after its retries, or that cannot succeed (4xx)."""
 
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status  # the HTTP status that ended it, if one did
+
+
+class ContextWindowExceeded(LLMCallError):
+    """The prompt and its completion budget do not fit the endpoint's context window."""
+
 
 class CacheMiss(LLMError):
     """Replay mode found no cached reply for a request."""
@@ -64,6 +72,10 @@ class CacheMiss(LLMError):
 
 class SpendingCapExceeded(LLMError):
     pass
+
+
+class UnpricedModel(LLMError):
+    """A spending cap is set and the model has no price: the cap could never trip."""
 
 
 # --------------------------------------------------------------------------- configuration
@@ -79,16 +91,45 @@ class Endpoint:
     timeout_s: float = 600.0
     max_retries: int = 5
     concurrency: int = 1
+    # What the endpoint accepts (api_rules): a reasoning model takes max_completion_tokens, only
+    # its default temperature, and a budget that also pays for its hidden reasoning.
+    context_window: int | None = None  # prompt + completion tokens; None: not known yet
+    token_param: str = "max_tokens"  # or "max_completion_tokens"
+    send_temperature: bool = True
+    send_seed: bool = True
+    reasoning_tokens: int = 0  # added to every call's completion budget
+    extra_body: str = ""  # a JSON object merged into every request body, e.g. {"reasoning_effort": "low"}
+    price_per_mtok: tuple[float, float] | None = None  # USD (input, output); None: PRICES_PER_MTOK
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
 
     @property
     def is_embedded(self) -> bool:
         return self.base_url is None
 
+    def wire(self) -> dict | None:
+        """How this endpoint's requests differ on the wire from the plain chat request; part of
+        every cache key, so a reply given under other parameters is never reused. None (the
+        embedded model's case) leaves the key as it always was."""
+        w: dict[str, Any] = {}
+        if self.token_param != "max_tokens":
+            w["token_param"] = self.token_param
+        if not self.send_temperature:
+            w["temperature"] = "endpoint default"
+        if not self.send_seed:
+            w["seed"] = "not sent"
+        if self.reasoning_tokens:
+            w["reasoning_tokens"] = self.reasoning_tokens
+        return w or None
+
+    def extra(self) -> dict:
+        return json.loads(self.extra_body) if self.extra_body else {}
+
 
 _settings: dict[str, Any] = {"models": {}, "run": None, "spend_cap_usd": None, "replies": None}
 
 
-def configure(profile: str | None = None, *, run: str | None = None,
+def configure(profile: str | None = None, *, run: str | None = None, track: str | None = None,
               models: dict | None = None, spend_cap_usd: float | None = None) -> None:
     """Load model endpoints from a profile (configs/<profile>.yaml, key ``models``).
 
@@ -102,16 +143,35 @@ def configure(profile: str | None = None, *, run: str | None = None,
         from . import config
 
         cfg = config.load_profile(profile)
-        cfg_models = cfg.get("models") or {}
+        cfg_models = dict(cfg.get("models") or {})
+        # A track's own models (the two papers name different ones for the same role) over the
+        # profile's; the track is the notebook's (its number) unless named.
+        track = track or config.track_of(run or run_name())
+        for role, ep in (((cfg.get("tracks") or {}).get(track) or {}).get("models") or {}).items():
+            cfg_models[role] = {**(cfg_models.get(role) or {}), **ep}
         cap = cfg.get("spend_cap_usd")
         if cfg.get("recorded_replies"):
             recorded = paths.repo_root() / cfg["recorded_replies"]
     _settings["models"] = {**cfg_models, **(models or {})}
     _settings["replies"] = recorded
-    _settings["spend_cap_usd"] = spend_cap_usd if spend_cap_usd is not None else cap
+    # The environment wins over the profile, as everywhere else; an explicit argument over both.
+    env_cap = os.environ.get("MEMLIFE_SPEND_CAP_USD")
+    if spend_cap_usd is not None:
+        _settings["spend_cap_usd"] = float(spend_cap_usd)
+    elif env_cap:
+        try:
+            _settings["spend_cap_usd"] = float(env_cap)
+        except ValueError:
+            raise LLMError(f"MEMLIFE_SPEND_CAP_USD={env_cap!r} is not a number of US dollars") from None
+    else:
+        _settings["spend_cap_usd"] = float(cap) if cap is not None else None
     if run is not None:
         _settings["run"] = run
     _clients.clear()
+
+
+def spend_cap_usd() -> float | None:
+    return _settings.get("spend_cap_usd")
 
 
 def _env(role: str, name: str) -> str | None:
@@ -141,13 +201,80 @@ def endpoint_for(role: str) -> Endpoint:
     structured = prof.get("structured_output", True)
     if os.environ.get(f"MEMLIFE_{role.upper()}_STRUCTURED") is not None:
         structured = os.environ[f"MEMLIFE_{role.upper()}_STRUCTURED"] not in ("0", "false", "no")
+    if base_url is None:
+        return Endpoint(role=role, model=model, structured_output=bool(structured),
+                        timeout_s=float(_env(role, "TIMEOUT_S") or prof.get("timeout_s", 600)),
+                        max_retries=int(_env(role, "MAX_RETRIES") or prof.get("max_retries", 5)),
+                        concurrency=int(_env(role, "CONCURRENCY") or prof.get("concurrency", 1)))
     return Endpoint(
-        role=role, model=model, base_url=base_url, api_key_env=key_env if base_url else None,
+        role=role, model=model, base_url=base_url, api_key_env=key_env,
         structured_output=bool(structured),
         timeout_s=float(_env(role, "TIMEOUT_S") or prof.get("timeout_s", 600)),
         max_retries=int(_env(role, "MAX_RETRIES") or prof.get("max_retries", 5)),
-        concurrency=int(_env(role, "CONCURRENCY") or prof.get("concurrency", 1 if base_url is None else 8)),
+        concurrency=int(_env(role, "CONCURRENCY") or prof.get("concurrency", 8)),
+        **_capabilities(role, model, prof),
     )
+
+
+def _setting(role: str, prof: dict, name: str):
+    """MEMLIFE_<ROLE>_<NAME>, then MEMLIFE_<NAME>, then the profile's models.<role>.<name>."""
+    value = _env(role, name.upper())
+    return value if value is not None else prof.get(name)
+
+
+def _flag(role: str, name: str, value) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise LLMError(f"role {role!r}: {name}={value!r} is not a yes/no value (1/0, true/false)")
+
+
+def _capabilities(role: str, model: str, prof: dict) -> dict:
+    """The request parameters an endpoint takes, from the environment or profile, else from the
+    model's name: OpenAI's reasoning models get max_completion_tokens, no temperature and room for
+    reasoning without any setting."""
+    from . import api_rules
+
+    reasoning = api_rules.is_reasoning_model(model)
+    out: dict[str, Any] = {}
+    window = _setting(role, prof, "context_window")
+    out["context_window"] = int(window) if window not in (None, "") else api_rules.known_context_window(model)
+    token_param = _setting(role, prof, "token_param") or ("max_completion_tokens" if reasoning else "max_tokens")
+    if token_param not in ("max_tokens", "max_completion_tokens"):
+        raise LLMError(f"role {role!r}: token_param={token_param!r}; expected max_tokens or max_completion_tokens")
+    out["token_param"] = token_param
+    temp = _setting(role, prof, "send_temperature")
+    out["send_temperature"] = (not reasoning) if temp in (None, "") else _flag(role, "send_temperature", temp)
+    seed = _setting(role, prof, "send_seed")
+    out["send_seed"] = True if seed in (None, "") else _flag(role, "send_seed", seed)
+    rt = _setting(role, prof, "reasoning_tokens")
+    out["reasoning_tokens"] = (api_rules.DEFAULT_REASONING_TOKENS if reasoning else 0) if rt in (None, "") else int(rt)
+    body = _setting(role, prof, "extra_body")
+    if isinstance(body, str) and body.strip():
+        try:
+            body = json.loads(body)
+        except ValueError as exc:
+            raise LLMError(f"role {role!r}: extra_body is not JSON ({exc})") from None
+    if body and not isinstance(body, dict):
+        raise LLMError(f"role {role!r}: extra_body must be a JSON object, got {body!r}")
+    if body and {"model", "messages"} & set(body):
+        raise LLMError(f"role {role!r}: extra_body may not set model or messages")
+    out["extra_body"] = json.dumps(body, sort_keys=True) if body else ""
+    price = _setting(role, prof, "price_per_mtok")
+    if price not in (None, ""):
+        parts = [float(x) for x in (price.split(",") if isinstance(price, str) else price)]
+        if len(parts) != 2 or min(parts) < 0:
+            raise LLMError(f"role {role!r}: price_per_mtok={price!r}; expected 'input,output' in USD per "
+                           "million tokens, e.g. 0.15,0.60 (0,0 for a self-hosted model)")
+        out["price_per_mtok"] = (parts[0], parts[1])
+    for name in ("requests_per_minute", "tokens_per_minute"):
+        v = _setting(role, prof, name)
+        out[name] = int(v) if v not in (None, "") else None
+    return out
 
 
 def role_configured(role: str) -> bool:
@@ -190,12 +317,15 @@ def mode() -> str:
 
 def canonical_request(model_id: str, messages: list[dict], *, max_tokens: int, temperature: float,
                       seed: int | None, response_format: dict | None, stop: list[str] | None,
-                      extra: dict | None = None) -> dict:
-    """Everything that determines a reply — and nothing secret (no key, no URL, no port)."""
+                      extra: dict | None = None, wire: dict | None = None) -> dict:
+    """Everything that determines a reply — and nothing secret (no key, no URL, no port).
+
+    `wire` (Endpoint.wire) appears only when the endpoint takes other parameters than the plain
+    chat request, so the requests of the embedded model keep the keys recorded replies use."""
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or "role" not in m or "content" not in m:
             raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content'")
-    return {
+    req = {
         "cache_format": CACHE_FORMAT,
         "model": model_id,
         "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
@@ -206,6 +336,9 @@ def canonical_request(model_id: str, messages: list[dict], *, max_tokens: int, t
         "stop": list(stop) if stop else None,
         "extra": extra or None,
     }
+    if wire:
+        req["wire"] = dict(wire)
+    return req
 
 
 def request_key(request: dict) -> str:
@@ -225,6 +358,7 @@ class Completion:
     finish_reason: str | None = None
     error: str | None = None  # set by complete_json when the reply does not parse
     source: str = "live"  # "recorded" (a recording of replies), "cache" (the disk cache) or "live"
+    refusal: str | None = None  # the model declined (OpenAI's message.refusal); text is then ""
 
 
 # --------------------------------------------------------------------------- cache and usage
@@ -258,14 +392,16 @@ def cache_put(key: str, value: dict) -> None:
     _cache().set(key, value)
 
 
-def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: str, describe: str) -> Completion:
+def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: str, describe: str,
+             price: Callable[[int, int], float | None] | None = None) -> Completion:
     """The reply recorded or cached under `key`, or `compute()`'s, cached; accounted under `role`.
 
     The one path of every model call — the endpoint clients' and a local model's own generations
     (Temp-LoRA) — so that all obey MEMLIFE_LLM_MODE (replay fails on a miss naming `describe`,
     refresh ignores hits), and all are counted. The active recording comes before the cache: its
     replies are the ones a shared result rests on, whatever this machine's model would say. A
-    failed call raises and caches nothing.
+    failed call raises and caches nothing; a refusal or an empty reply is the model's answer and
+    is cached like any other (and said, once per role and process).
     """
     from . import replies
 
@@ -278,19 +414,33 @@ def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: s
             c = Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
                            completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
                            request_id=key, model=model, finish_reason=hit.get("finish_reason"),
-                           source=source)
-            _account(role, c)
+                           source=source, refusal=hit.get("refusal"))
+            _account(role, c, price)
             return c
     if m == "replay":
         raise CacheMiss(f"replay mode: no recorded or cached reply for request {key[:16]} ({describe})")
     c = compute()
     # Where the reply was made travels with it, into any recording exported from this cache.
-    cache_put(key, {"text": c.text, "prompt_tokens": c.prompt_tokens,
-                    "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason,
-                    "provenance": replies.provenance(model)})
+    value = {"text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+             "finish_reason": c.finish_reason, "provenance": replies.provenance(model)}
+    if c.refusal is not None:
+        value["refusal"] = c.refusal
+    cache_put(key, value)
     c.source = "live"
-    _account(role, c)
+    _account(role, c, price)
     return c
+
+
+_said: set[tuple[str, str]] = set()
+
+
+def _say_once(role: str, kind: str, message: str) -> None:
+    if (role, kind) in _said:
+        return
+    _said.add((role, kind))
+    from . import progress
+
+    progress.notice(message)
 
 
 @dataclass
@@ -302,6 +452,8 @@ class Usage:
     completion_tokens: int = 0
     usd_estimate: float = 0.0
     unpriced_models: list[str] = field(default_factory=list)
+    refusals: int = 0
+    empty_replies: int = 0  # no text and no refusal, e.g. a reasoning model out of budget
 
 
 _usage = Usage()
@@ -338,23 +490,41 @@ def _log_call(rec: dict) -> None:
         os.close(fd)
 
 
-def _account(role: str, c: Completion) -> None:
-    usd = 0.0 if c.cached else price_usd(c.model, c.prompt_tokens, c.completion_tokens)
+def _account(role: str, c: Completion, price: Callable[[int, int], float | None] | None = None) -> None:
+    if c.cached:
+        usd = 0.0
+    elif price is not None:
+        usd = price(c.prompt_tokens, c.completion_tokens)
+    else:
+        usd = price_usd(c.model, c.prompt_tokens, c.completion_tokens)
+    empty = c.refusal is None and not (c.text or "").strip()
     with _usage_lock:
         _usage.calls += 1
         _usage.cached_calls += int(c.cached)
         _usage.recorded_calls += int(c.source == "recorded")
         _usage.prompt_tokens += c.prompt_tokens
         _usage.completion_tokens += c.completion_tokens
+        _usage.refusals += int(c.refusal is not None)
+        _usage.empty_replies += int(empty)
         if usd is None:
             if c.model not in _usage.unpriced_models:
                 _usage.unpriced_models.append(c.model)
         else:
             _usage.usd_estimate += usd
-    _log_call({"role": role, "model": c.model, "request_id": c.request_id, "cached": c.cached,
-               "source": c.source,
-               "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-               "latency_s": round(c.latency_s, 4), "usd": usd})
+    rec = {"role": role, "model": c.model, "request_id": c.request_id, "cached": c.cached,
+           "source": c.source, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+           "latency_s": round(c.latency_s, 4), "usd": usd}
+    if c.refusal is not None:
+        rec["refusal"] = True
+        _say_once(role, "refusal", f"role {role} ({c.model}) refused a request ({c.request_id[:16]}): "
+                                   f"{c.refusal[:120]!r}; refusals are recorded as such and counted in results/usage")
+    if empty:
+        rec["empty"] = True
+        hint = (f"; if it is a reasoning model, its reasoning used the whole budget: raise "
+                f"MEMLIFE_{role.upper()}_REASONING_TOKENS") if c.finish_reason == "length" else ""
+        _say_once(role, "empty", f"role {role} ({c.model}) returned an empty reply (finish_reason "
+                                 f"{c.finish_reason}, request {c.request_id[:16]}){hint}")
+    _log_call(rec)
 
 
 def usage() -> Usage:
@@ -372,7 +542,7 @@ def summarize_calls(log_path: Path) -> dict:
     """Aggregate a calls log (one JSON line per call) into the per-run usage summary."""
     out = {"calls": 0, "cached_calls": 0, "recorded_calls": 0, "live_calls": 0,
            "prompt_tokens": 0, "completion_tokens": 0,
-           "usd_estimate": 0.0, "unpriced_models": [], "latency_s": 0.0}
+           "usd_estimate": 0.0, "unpriced_models": [], "latency_s": 0.0, "refusals": 0, "empty_replies": 0}
     if Path(log_path).exists():
         for n, line in enumerate(Path(log_path).read_text().splitlines(), 1):
             if not line.strip():
@@ -388,6 +558,8 @@ def summarize_calls(log_path: Path) -> dict:
             out["prompt_tokens"] += r["prompt_tokens"]
             out["completion_tokens"] += r["completion_tokens"]
             out["latency_s"] += r["latency_s"]
+            out["refusals"] += int(bool(r.get("refusal")))
+            out["empty_replies"] += int(bool(r.get("empty")))
             if r["usd"] is None:
                 if r["model"] not in out["unpriced_models"]:
                     out["unpriced_models"].append(r["model"])
@@ -426,12 +598,80 @@ def _retry_after_s(exc: Exception) -> float | None:
             return None
 
 
+def unpriced_message(role: str, model: str) -> str:
+    return (f"role {role}: model {model!r} has no price, so a spending cap could never stop it; give its price "
+            f"as MEMLIFE_{role.upper()}_PRICE_PER_MTOK='input,output' (US dollars per million tokens; 0,0 "
+            f"for a self-hosted model) or models.{role}.price_per_mtok in the profile")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def _duration_s(text: str) -> float | None:
+    """OpenAI's x-ratelimit-reset-* values: '1s', '6m0s', '20ms', '1h2m3.5s'."""
+    parts = _DURATION.findall(text or "")
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+class RateLimiter:
+    """Requests and tokens per minute for one endpoint, shared by its worker threads: a configured
+    budget (a sliding minute), and the endpoint's own x-ratelimit-* headers (when one says nothing
+    remains, every thread waits for its reset instead of collecting 429s)."""
+
+    def __init__(self, requests_per_minute: int | None = None, tokens_per_minute: int | None = None):
+        from collections import deque
+
+        self.rpm, self.tpm = requests_per_minute, tokens_per_minute
+        self._lock = threading.Lock()
+        self._sent: "deque[tuple[float, int]]" = deque()
+        self._blocked_until = 0.0
+
+    def wait(self, tokens: int) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                while self._sent and now - self._sent[0][0] >= 60.0:
+                    self._sent.popleft()
+                delay = self._blocked_until - now
+                if self._sent:
+                    oldest = 60.0 - (now - self._sent[0][0])
+                    if self.rpm and len(self._sent) >= self.rpm:
+                        delay = max(delay, oldest)
+                    if self.tpm and sum(t for _, t in self._sent) + tokens > self.tpm:
+                        delay = max(delay, oldest)
+                if delay <= 0:
+                    if self.rpm or self.tpm:
+                        self._sent.append((now, int(tokens)))
+                    return
+            time.sleep(min(delay, 5.0))
+
+    def observe(self, headers) -> None:
+        if not headers:
+            return
+        for kind in ("requests", "tokens"):
+            remaining, reset = headers.get(f"x-ratelimit-remaining-{kind}"), headers.get(f"x-ratelimit-reset-{kind}")
+            if remaining is None or reset is None:
+                continue
+            try:
+                left = float(remaining)
+            except ValueError:
+                continue
+            wait = _duration_s(reset)
+            if left <= 0 and wait:
+                with self._lock:
+                    self._blocked_until = max(self._blocked_until, time.monotonic() + min(wait, 120.0))
+
+
 class Client:
     def __init__(self, endpoint: Endpoint):
         self.endpoint = endpoint
         self._openai = None
-        self._spent_usd = 0.0
-        self._spend_lock = threading.Lock()
+        self._window: int | None = None
+        self._window_lock = threading.Lock()
+        self._limiter = RateLimiter(endpoint.requests_per_minute, endpoint.tokens_per_minute)
 
     @property
     def model(self) -> str:
@@ -449,6 +689,55 @@ class Client:
 
             return serve.model_fingerprint()
         return self.model
+
+    def price_usd(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """Cost of one uncached call: the endpoint's configured price, else the list price."""
+        if self.endpoint.price_per_mtok is not None:
+            pin, pout = self.endpoint.price_per_mtok
+            return (prompt_tokens * pin + completion_tokens * pout) / 1e6
+        return price_usd(self.model, prompt_tokens, completion_tokens)
+
+    def context_window(self) -> int:
+        """Tokens of prompt plus completion this endpoint takes: configured, listed for the model
+        (api_rules), or reported by the server (vLLM's /v1/models gives max_model_len). Unknown
+        is an error, never a guess: a guessed 128k sends a 32k model prompts it rejects (vLLM) or
+        silently truncates (Ollama)."""
+        if self.is_embedded:
+            from . import serve
+
+            return serve.CONTEXT_WINDOW
+        if self.endpoint.context_window:
+            return self.endpoint.context_window
+        with self._window_lock:
+            if self._window is None:
+                self._window = self._reported_window()
+            if self._window is None:
+                role = self.endpoint.role.upper()
+                raise LLMError(
+                    f"role {self.endpoint.role}: the context window of model {self.model!r} is not known and the "
+                    f"server does not report it; set MEMLIFE_{role}_CONTEXT_WINDOW (or models."
+                    f"{self.endpoint.role}.context_window) to its tokens, e.g. 32768 (README, 'Backends')")
+            return self._window
+
+    def _reported_window(self) -> int | None:
+        def window_of(m) -> int | None:
+            extra = getattr(m, "model_extra", None) or {}
+            for name in ("max_model_len", "context_length", "context_window"):
+                if isinstance(extra.get(name), int) and extra[name] > 0:
+                    return int(extra[name])
+            return None
+
+        # vLLM lists max_model_len; other servers may give it for the one model only.
+        try:
+            for m in getattr(self._client().models.list(), "data", None) or []:
+                if getattr(m, "id", None) == self.model and window_of(m):
+                    return window_of(m)
+        except Exception:  # a server without /models, or one that refuses it
+            pass
+        try:
+            return window_of(self._client().models.retrieve(self.model))
+        except Exception:
+            return None
 
     def _client(self):
         if self._openai is None:
@@ -470,9 +759,15 @@ class Client:
     # -- one call
 
     def _build(self, messages, max_tokens, temperature, seed, response_format, stop, extra):
+        merged = {**self.endpoint.extra(), **(extra or {})} or None
         req = canonical_request(self.model_id, messages, max_tokens=max_tokens, temperature=temperature,
-                                seed=seed, response_format=response_format, stop=stop, extra=extra)
+                                seed=seed, response_format=response_format, stop=stop, extra=merged,
+                                wire=self.endpoint.wire())
         return req, request_key(req)
+
+    def completion_budget(self, max_tokens: int) -> int:
+        """Completion tokens asked of the endpoint: the reply's own budget plus room to reason."""
+        return int(max_tokens) + self.endpoint.reasoning_tokens
 
     def complete(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0,
                  seed: int | None = 0, response_format: dict | None = None,
@@ -482,35 +777,70 @@ class Client:
 
     def _complete(self, req: dict, key: str) -> Completion:
         def send() -> Completion:
-            self._check_cap(req)
-            return self._send(req, key)
+            return self._send_within_cap(req, key)
 
         last = (req["messages"][-1]["content"] if req["messages"] else "")[:80]
-        return memoized(key, send, role=self.endpoint.role, model=self.model,
+        return memoized(key, send, role=self.endpoint.role, model=self.model, price=self.price_usd,
                         describe=f"role {self.endpoint.role}, model {self.model}, last message {last!r}")
 
-    def _check_cap(self, req: dict) -> None:
-        cap = _settings.get("spend_cap_usd")
-        if cap is None and os.environ.get("MEMLIFE_SPEND_CAP_USD"):
-            cap = float(os.environ["MEMLIFE_SPEND_CAP_USD"])
-        if cap is None:
-            return
-        from . import tokens
+    def _send_within_cap(self, req: dict, key: str) -> Completion:
+        """Check the window, reserve the call's worst case in the run's ledger, send, settle."""
+        from . import spending, tokens
 
-        worst = price_usd(self.model, tokens.count_messages(req["messages"]), req["max_tokens"]) or 0.0
-        with self._spend_lock:
-            spent = usage().usd_estimate
-            if spent + worst > cap:
-                raise SpendingCapExceeded(
-                    f"spending cap ${cap:.2f}: ${spent:.4f} spent, the next call could cost up to "
-                    f"${worst:.4f}; raise MEMLIFE_SPEND_CAP_USD or spend_cap_usd to continue")
+        budget = self.completion_budget(req["max_tokens"])
+        prompt = tokens.count_messages(req["messages"]) if not self.is_embedded else 0
+        if not self.is_embedded:
+            window = self.context_window()
+            if prompt + budget > window:
+                raise ContextWindowExceeded(
+                    f"request {key[:16]} (role {self.endpoint.role}, model {self.model}): the prompt "
+                    f"(~{prompt} tokens) and the completion budget ({budget}) exceed the context window "
+                    f"({window}); give the role a model with a larger window, or tell memlife its real window "
+                    f"(MEMLIFE_{self.endpoint.role.upper()}_CONTEXT_WINDOW)")
+        cap = spend_cap_usd()
+        reservation = None
+        if cap is not None:
+            worst = self.price_usd(prompt, budget)
+            if worst is None:
+                raise UnpricedModel(unpriced_message(self.endpoint.role, self.model))
+            if worst > 0:
+                try:
+                    reservation = spending.reserve(worst, cap, role=self.endpoint.role, model=self.model)
+                except spending.CapReached as exc:
+                    raise SpendingCapExceeded(
+                        f"spending cap ${cap:.2f} for this run: {exc}; raise MEMLIFE_SPEND_CAP_USD to "
+                        "continue (replies already received are cached: a rerun does not pay for them again)"
+                    ) from None
+        self._limiter.wait(prompt + budget)
+        try:
+            c = self._send(req, key)
+        except LLMCallError as exc:
+            if reservation is not None:
+                # A request the endpoint rejected (4xx) is not billed; anything else may have been.
+                rejected = exc.status is not None and 400 <= exc.status < 500 and exc.status not in (408, 409, 429)
+                spending.settle(reservation, 0.0 if rejected else worst)
+            raise
+        except BaseException:
+            if reservation is not None:
+                spending.settle(reservation, worst)
+            raise
+        if reservation is not None:
+            spending.settle(reservation, self.price_usd(c.prompt_tokens, c.completion_tokens) or 0.0)
+        if not self.is_embedded and prompt > 2000 and c.prompt_tokens and c.prompt_tokens < 0.5 * prompt:
+            _say_once(self.endpoint.role, "truncated",
+                      f"role {self.endpoint.role} ({self.model}): the endpoint counted {c.prompt_tokens} prompt tokens "
+                      f"for a prompt of ~{prompt}; it may be truncating silently (Ollama: set the model's context "
+                      f"length, README 'Backends'), and MEMLIFE_{self.endpoint.role.upper()}_CONTEXT_WINDOW to match")
+        return c
 
-    def _send(self, req: dict, key: str) -> Completion:
-        import openai
-
+    def _kwargs(self, req: dict) -> dict[str, Any]:
+        """The request as this endpoint takes it (Endpoint.wire)."""
+        ep = self.endpoint
         kwargs: dict[str, Any] = {"model": self.model, "messages": req["messages"],
-                                  "max_tokens": req["max_tokens"], "temperature": req["temperature"]}
-        if req["seed"] is not None:
+                                  ep.token_param: self.completion_budget(req["max_tokens"])}
+        if ep.send_temperature:
+            kwargs["temperature"] = req["temperature"]
+        if req["seed"] is not None and ep.send_seed:
             kwargs["seed"] = req["seed"]
         if req["stop"]:
             kwargs["stop"] = req["stop"]
@@ -518,25 +848,36 @@ class Client:
             kwargs["response_format"] = req["response_format"]
         if req["extra"]:
             kwargs["extra_body"] = req["extra"]
+        return kwargs
+
+    def _send(self, req: dict, key: str) -> Completion:
+        import openai
+
+        kwargs = self._kwargs(req)
         last_exc: Exception | None = None
         for attempt in range(self.endpoint.max_retries + 1):
             t0 = time.perf_counter()
             try:
-                resp = self._client().chat.completions.create(**kwargs)
+                raw = self._client().chat.completions.with_raw_response.create(**kwargs)
+                self._limiter.observe(raw.headers)
+                resp = raw.parse()
                 choice = resp.choices[0]
+                refusal = getattr(choice.message, "refusal", None)
                 text = choice.message.content
-                if text is None:
-                    raise LLMCallError(f"request {key[:16]}: reply has no message content")
+                if text is None and refusal is None and choice.finish_reason not in ("length", "content_filter"):
+                    raise ValueError("reply has neither content nor refusal")
                 u = resp.usage
-                return Completion(text=text, prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
+                return Completion(text=text or "", prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
                                   completion_tokens=getattr(u, "completion_tokens", 0) or 0,
                                   cached=False, latency_s=time.perf_counter() - t0, request_id=key,
-                                  model=self.model, finish_reason=choice.finish_reason)
+                                  model=self.model, finish_reason=choice.finish_reason, refusal=refusal)
             except openai.APIStatusError as exc:
                 if exc.status_code not in _RETRYABLE_STATUS:
                     raise LLMCallError(f"request {key[:16]} (role {self.endpoint.role}, model "
-                                       f"{self.model}): HTTP {exc.status_code}: {exc.message}") from exc
+                                       f"{self.model}): HTTP {exc.status_code}: {exc.message}",
+                                       status=exc.status_code) from exc
                 last_exc = exc
+                self._limiter.observe(getattr(exc.response, "headers", None))
             except (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
                     ValueError, AttributeError, IndexError, TypeError) as exc:
                 last_exc = exc  # timeouts, dropped connections, truncated or malformed bodies
@@ -548,9 +889,10 @@ class Client:
             if wait is None:
                 wait = min(60.0, 0.5 * 2**attempt) * (0.5 + random.random())  # full jitter
             time.sleep(min(wait, 120.0))
+        status = getattr(last_exc, "status_code", None)
         raise LLMCallError(f"request {key[:16]} (role {self.endpoint.role}, model {self.model}) failed "
                            f"after {self.endpoint.max_retries + 1} attempts: "
-                           f"{type(last_exc).__name__}: {last_exc}") from last_exc
+                           f"{type(last_exc).__name__}: {last_exc}", status=status) from last_exc
 
     # -- many calls
 
@@ -611,6 +953,9 @@ class Client:
         if self.endpoint.structured_output:
             kw["response_format"] = json_schema_format(schema, grammar_schema)
         c = self.complete(messages, max_tokens=max_tokens, **kw)
+        if c.refusal is not None:
+            c.error = f"the model refused: {c.refusal[:200]}"
+            return None, c
         obj, err = parse_json(c.text, schema)
         c.error = err
         return obj, c
@@ -633,22 +978,30 @@ def get_client(role: str) -> Client:
 
 
 def json_schema_format(schema, json_schema: dict | None = None) -> dict:
-    return {"type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": json_schema or schema.model_json_schema(),
-                            "strict": True}}
+    """response_format for a pydantic model (or `json_schema` in its place), strict: every schema
+    the project sends obeys api_rules.strict_schema_problems (tests/test_api_rules.py)."""
+    return named_schema_format(schema.__name__, json_schema or schema.model_json_schema())
+
+
+def named_schema_format(name: str, json_schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": json_schema, "strict": True}}
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.S)
+
+
+def strip_fence(text: str) -> str:
+    """The reply without one ```json fence around it, the only wrapper a strict parser tolerates."""
+    body = (text or "").strip()
+    m = _FENCE.match(body)
+    return m.group(1).strip() if m else body
 
 
 def parse_json(text: str, schema):
     """Strict: the reply is the JSON object (a single ```json fence is tolerated), nothing else."""
     from pydantic import ValidationError
 
-    body = text.strip()
-    m = _FENCE.match(body)
-    if m:
-        body = m.group(1).strip()
+    body = strip_fence(text)
     try:
         return schema.model_validate_json(body), None
     except ValidationError as exc:

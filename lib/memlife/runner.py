@@ -28,23 +28,37 @@ import sys
 import time
 from pathlib import Path
 
-from . import config, llm, paths, progress, replies
+from . import config, llm, paths, progress, replies, spending
 
 
-def check_paper_profile(profile: str) -> None:
-    """The paper profile spends real money: it needs a configured endpoint and a spending cap —
-    unless the run is replayed from recorded replies (MEMLIFE_LLM_MODE=replay), which sends
-    nothing and fails on the first request the recording lacks."""
+def check_paper_profile(profile: str, notebook: str | None = None) -> None:
+    """The paper profile spends real money: it needs a configured endpoint, a spending cap and a
+    price for every model — unless the run is replayed from recorded replies
+    (MEMLIFE_LLM_MODE=replay), which sends nothing and fails on the first request the recording
+    lacks. `notebook` names the track whose models apply."""
     if profile != "paper" or llm.mode() == "replay":
         return
-    llm.configure(profile)
+    llm.configure(profile, track=config.track_of(notebook))
     embedded = [r for r in ("reader", "judge") if not llm.role_configured(r)]
     if embedded:
         raise SystemExit(f"profile 'paper' needs an API endpoint for {embedded}: set MEMLIFE_BASE_URL/"
                          f"OPENAI_API_KEY or configs/paper.yaml models (README, 'Backends')")
-    if llm._settings.get("spend_cap_usd") is None and not os.environ.get("MEMLIFE_SPEND_CAP_USD"):
-        raise SystemExit("profile 'paper' needs a spending cap: set MEMLIFE_SPEND_CAP_USD (US dollars); "
-                         "each notebook prints its token estimate, and the run stops before passing the cap")
+    if llm.spend_cap_usd() is None:
+        raise SystemExit("profile 'paper' needs a spending cap: set MEMLIFE_SPEND_CAP_USD (US dollars); the run "
+                         "stops before passing it, across all its notebooks")
+    unpriced = [llm.unpriced_message(r, ep.model) for r in llm.ROLES
+                if not (ep := llm.endpoint_for(r)).is_embedded and llm.get_client(r).price_usd(1, 1) is None]
+    if unpriced:
+        raise SystemExit("; ".join(unpriced))
+    unknown = []
+    for r in llm.ROLES:
+        if llm.role_configured(r):
+            try:
+                llm.get_client(r).context_window()  # listed, configured, or asked of the server
+            except llm.LLMError as exc:
+                unknown.append(str(exc))
+    if unknown:  # before the first paid call, not after hours of them
+        raise SystemExit("; ".join(unknown))
 
 
 def verbose() -> bool:
@@ -96,7 +110,7 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     kernel prints or logs goes to its log file (the command line's default)."""
     import papermill as pm
 
-    check_paper_profile(profile)
+    check_paper_profile(profile, name)
 
     root = Path(root) if root else paths.repo_root()
     lay = paths.layout(profile, root)
@@ -118,7 +132,9 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     for stale in (calls_log, log_path, notices_path, progress_path, outputs_path):
         stale.unlink(missing_ok=True)  # each describes this run only
     channels = {"MEMLIFE_RUN": name, progress.NOTICES_ENV: str(notices_path),
-                progress.OUTPUTS_ENV: str(outputs_path)}  # the kernel inherits them
+                progress.OUTPUTS_ENV: str(outputs_path),  # the kernel inherits them
+                # one spending ledger for every notebook of a `make` (which sets it), else this one's
+                spending.RUN_ENV: os.environ.get(spending.RUN_ENV) or f"{profile}-{name}-{int(time.time())}"}
     if quiet:
         channels.update({progress.PROGRESS_ENV: str(progress_path), progress.LOG_ENV: str(log_path)})
     t0 = time.perf_counter()

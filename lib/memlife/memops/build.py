@@ -82,13 +82,25 @@ def build(params: BuildParams, out_dir: Path | None = None, progress: bool = Tru
     use_llm, verify = _use_llm(params.realizer), _verifier_on(params.verifier)
     log = gates.GateLog()
     kept: list[Instance] = []
-    for cp in progress_bar(cps, desc="memops build", disable=not progress):
-        def attempt(k: int, feedback: str, cp=cp) -> Instance:
+
+    def one(cp) -> tuple[Instance | None, gates.GateLog]:
+        def attempt(k: int, feedback: str) -> Instance:
             inst = realize.llm_instance(cp, k, feedback) if use_llm else realize.template_instance(cp, k)
             return longctx.embed(inst, params.longctx_tokens, params.seed, filler_path=params.filler_path)
-        inst = gates.generate_with_gates(attempt, cp.instance_id, log, params.max_attempts, verify)
-        if inst is not None:
-            kept.append(inst)
+        own = gates.GateLog()  # merged in plan order below, so the log does not depend on timing
+        return gates.generate_with_gates(attempt, cp.instance_id, own, params.max_attempts, verify), own
+
+    # An LLM generator taking parallel calls writes several conversations at once; the dataset and
+    # its gate log are the same as one at a time.
+    workers = _generator_concurrency() if use_llm else 1
+    bar = progress_bar(total=len(cps), desc="memops build", disable=not progress)
+    with bar:
+        for inst, own in _in_order(one, cps, workers, bar):
+            log.attempts += own.attempts
+            log.retained += own.retained
+            log.dropped += own.dropped
+            if inst is not None:
+                kept.append(inst)
     lines = "".join(dumps(i) + "\n" for i in kept)
     manifest = {
         "params": asdict(params),
@@ -111,6 +123,31 @@ def build(params: BuildParams, out_dir: Path | None = None, progress: bool = Tru
         (out / "gate_log.json").write_text(json.dumps(log.to_json(), indent=1, sort_keys=True) + "\n")
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return BuildResult(kept, log, manifest)
+
+
+def _generator_concurrency() -> int:
+    from memlife import llm
+
+    return max(1, llm.endpoint_for("generator").concurrency)
+
+
+def _in_order(fn, items, workers: int, bar):
+    """fn(item) for every item, yielded in order, on `workers` threads; the first failure or an
+    interrupt cancels the items not started (the replies of those done are cached)."""
+    if workers <= 1:
+        for item in items:
+            yield fn(item)
+            bar.update(1)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        for out in pool.map(fn, items):
+            yield out
+            bar.update(1)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def validate_file(path: Path) -> list[tuple[str, list[str]]]:

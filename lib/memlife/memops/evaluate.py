@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -182,6 +183,7 @@ class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # instances answered in parallel append to one journal
 
     def read(self) -> list[dict]:
         if not self.path.is_file():
@@ -203,7 +205,7 @@ class Journal:
         return out
 
     def append(self, rec: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as fh:
+        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -254,8 +256,16 @@ def rescore(records: list[dict], instances: list[Instance]) -> list[dict]:
 
 
 def _judge(rec: dict, inst: Instance, probe, parsed, client) -> dict:
-    c = client.complete(metrics.judge_messages(inst, probe, parsed), max_tokens=60)
-    out = {"judge_raw": c.text, "judge_valid": True}
+    from memlife import llm
+
+    structured = getattr(getattr(client, "endpoint", None), "structured_output", False)
+    fmt = llm.named_schema_format("MemOpsJudgement", metrics.JUDGE_SCHEMA) if structured else None
+    c = client.complete(metrics.judge_messages(inst, probe, parsed), max_tokens=60, response_format=fmt)
+    out = {"judge_raw": c.text, "judge_valid": True, "judge_model": getattr(client, "model", None)}
+    if c.refusal is not None:
+        out.update(judge_valid=False, judge_error=f"the judge refused: {c.refusal[:200]}")
+        out.update({f"judge_{k}": None for k in metrics.JUDGE_LABELS})
+        return out
     try:
         labels = metrics.parse_judge(c.text)
     except metrics.JudgeParseError as exc:
@@ -317,19 +327,24 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
             work.append((name, setting, journal, [(i, ps) for i, ps in todo if ps]))
     bar = progress_bar(total=sum(len(ps) for *_, todo in work for _, ps in todo), desc="probes answered",
                        disable=not progress)
+    # An endpoint taking parallel calls answers several instances at once, for the systems whose
+    # per-history state is their own (the embedded model, with one slot, keeps the given order,
+    # which shares prompt prefixes); the records are the same, sorted by collect().
+    workers = 1 if cfg.subject else max(1, int(getattr(getattr(reader_client, "endpoint", None), "concurrency", 1)))
     with bar:
         for name in cfg.systems:
             system = None
             try:
                 for setting, journal, todo in ((st, j, t) for n, st, j, t in work if n == name):
                     bar.set_postfix_str(f"{name} / {setting}")
-                    for inst, probes in todo:
-                        if system is None:
-                            system = systems.make_system(
-                                name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
-                                top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
-                                seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=False if cfg.subject else cfg.mem0_infer,
-                                extract_max_tokens=cfg.extract_max_tokens)
+                    if todo and system is None:
+                        system = systems.make_system(
+                            name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
+                            top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
+                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=False if cfg.subject else cfg.mem0_infer,
+                            extract_max_tokens=cfg.extract_max_tokens)
+
+                    def answer_instance(inst, probes, system=system, setting=setting, journal=journal):
                         history = systems.history_for(inst, setting)
                         system.ingest(history)
                         for probe in probes:
@@ -343,6 +358,12 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                                 rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
                             journal.append(rec)
                             bar.update(1)
+
+                    if workers > 1 and name in PARALLEL_SYSTEMS:
+                        parallel_instances(answer_instance, todo, workers)
+                    else:
+                        for inst, probes in todo:
+                            answer_instance(inst, probes)
             finally:
                 if system is not None:
                     system.close()
@@ -350,6 +371,28 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     for message in run_notices(records, ingest_summary(out_dir, key)):
         notice(message)
     return records
+
+
+# Systems whose state is kept per history, so that several instances can be answered at once.
+# Mem0 and MemOS share one store process and proxy; Temp-LoRA trains one adapter at a time.
+PARALLEL_SYSTEMS = ("long_context", "bm25_turn", "bm25_session")
+
+
+def parallel_instances(answer_instance, todo, workers: int) -> None:
+    """`answer_instance(inst, probes)` for every item of `todo` on `workers` threads. The first
+    failure (the spending cap, a call failed for good) or an interrupt cancels what has not
+    started; what finished is journalled, and a rerun asks only for the rest."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures = [pool.submit(answer_instance, inst, probes) for inst, probes in todo]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in futures:
+            if f.done() and f.exception() is not None:
+                raise f.exception()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 MALFORMED_NOTICE = 0.5  # a system x setting whose replies are mostly malformed is worth a line
@@ -379,9 +422,6 @@ def run_notices(records, ingested) -> list[str]:
             out.append(f"{system} stored no memory for {len(group)} of {int((ingested['system'] == system).sum())} "
                        f"histories ({errors} extraction replies did not parse); its answers read an empty store")
     return out
-
-
-    return collect(out_dir, key=key, selection=selection, instances=chosen)
 
 
 def collect(out_dir: Path, *, key: str | None = None, selection: set | None = None,
@@ -448,11 +488,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-k-memories", type=int, default=10)
     ap.add_argument("--mem0-infer", choices=("auto", "yes", "no"), default="auto")
     ap.add_argument("--extract-max-tokens", type=int, default=384)
+    ap.add_argument("--reader-max-tokens", type=int, default=EvalConfig().reader_max_tokens)
     a = ap.parse_args(argv)
     cfg = EvalConfig(systems=a.systems.split(","), settings=a.settings.split(","),
                      max_instances=a.max_instances, max_probes=a.max_probes,
                      top_k_memories=a.top_k_memories, judge=False, extract_max_tokens=a.extract_max_tokens,
-                     mem0_infer={"auto": None, "yes": True, "no": False}[a.mem0_infer])
+                     reader_max_tokens=a.reader_max_tokens, mem0_infer={"auto": None, "yes": True, "no": False}[a.mem0_infer])
     df = run(load_instances(a.instances), cfg, Path(a.out), progress=False)
     print(json.dumps({"records": len(df)}))
     return 0

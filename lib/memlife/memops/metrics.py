@@ -601,17 +601,33 @@ def judge_messages(instance: Instance, probe: Probe, parsed: ParsedResponse) -> 
     return [{"role": "user", "content": content}]
 
 
+# The judge's reply as a strict structured-output schema (api_rules): 0/1 labels, and "NA" where
+# the prompt allows it. The same rules as parse_judge, so an endpoint that honours json_schema
+# cannot produce a reply parse_judge rejects.
+_BINARY = {"type": "integer", "enum": [0, 1]}
+_BINARY_OR_NA = {"anyOf": [_BINARY, {"type": "string", "enum": ["NA"]}]}
+JUDGE_SCHEMA = {
+    "type": "object",
+    "properties": {k: (_BINARY_OR_NA if k in ("leakage", "stale", "reflect") else _BINARY) for k in JUDGE_LABELS},
+    "required": list(JUDGE_LABELS),
+    "additionalProperties": False,
+}
+
+
 class JudgeParseError(ValueError):
     pass
 
 
 def parse_judge(text: str) -> dict[str, bool | None]:
-    """Strict: one JSON object holding exactly the six labels, each 0, 1 or "NA".
+    """Strict: one JSON object holding exactly the six labels, each 0, 1 or "NA" (inside a single
+    ```json fence or not).
 
     Anything else raises JudgeParseError; the caller records the judgement as invalid.
     """
+    from memlife import llm
+
     try:
-        obj = json.loads((text or "").strip())
+        obj = json.loads(llm.strip_fence(text))  # one ```json fence is tolerated, as everywhere
     except json.JSONDecodeError as exc:
         raise JudgeParseError(f"judge reply is not one JSON object: {exc.msg}") from exc
     if not isinstance(obj, dict) or set(obj) != set(JUDGE_LABELS):

@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
+from .. import llm
 from .response import (RESPONSE_INSTRUCTIONS, MemOpsResponse, ParsedResponse, bounded_json_schema,
                        parse_response)
 from .schema import Instance, long_context_history
@@ -111,7 +112,7 @@ class Reader:
 
     client: object
     max_tokens: int = 384
-    context_window: int | None = None  # None: 8k for the embedded model, 128k otherwise
+    context_window: int | None = None  # None: the endpoint's (8k for the embedded model)
     # o200k counts differ from the reader's own tokenizer; keep a margin so the prompt fits.
     token_margin: float = 0.8
     # Bound string lengths and list sizes in the sampling grammar (response.bounded_json_schema);
@@ -139,9 +140,13 @@ class Reader:
         return tokens.count(text)
 
     def window(self) -> int:
+        """The reader's context window: as set here (notebook 14's reader windows), else the
+        endpoint's (llm.Client.context_window: configured, listed, or reported by the server)."""
         if self.context_window:
             return self.context_window
-        return 8192 if getattr(self.client, "is_embedded", True) else 128_000
+        if hasattr(self.client, "context_window"):
+            return self.client.context_window()
+        return 8192
 
     # Room kept for the question whatever its length, so that every probe on one history keeps
     # the same lines and shares the prompt prefix, which llama-server then evaluates only once
@@ -150,7 +155,10 @@ class Reader:
 
     def fit(self, lines: list[str], question: str) -> tuple[list[str], int]:
         """Drop whole lines from the front until system + context + question fit the window."""
-        budget = int(self.window() * self.token_margin) - self.max_tokens
+        # A reasoning model's completion budget also pays for its reasoning (llm.Client).
+        reply = self.client.completion_budget(self.max_tokens) if hasattr(self.client, "completion_budget") \
+            else self.max_tokens
+        budget = int(self.window() * self.token_margin) - reply
         budget -= _count(SYSTEM_PROMPT) + max(self.question_allowance, _count(question)) + 32
         counts = [_count(line) + 1 for line in lines]
         total = sum(counts)
@@ -439,6 +447,32 @@ def memos_available() -> bool:
     return memos_python().is_file()
 
 
+# How a MemOSCallError says what became of MemOS's model call, by the proxy's failure kind.
+_MEMOS_FAILURE_SAYS = {
+    "spending_cap": "was refused at memlife's spending cap",
+    "cache_miss": "has no recorded or cached reply (replay mode)",
+    "call_failed": "failed for good in memlife's client",
+    "llm_error": "failed in memlife's client",
+    "bad_request": "is a request the memlife proxy does not support",
+    "connection": "could not reach the memlife proxy",
+    "timeout": "timed out waiting for the memlife proxy",
+}
+
+
+class MemOSCallError(llm.LLMError):
+    """A MemOS call whose model call got no reply: memlife's client raised behind the proxy (the
+    spending cap, a call that failed after its retries, a replay miss), the proxy refused it, or
+    the proxy could not be reached. Not a measurement of MemOS, so it is never counted as an
+    extraction error: the evaluation stops, and the store stays without its INGESTED marker, so a
+    rerun rebuilds it, its calls already answered coming from the cache. Raised from the proxy's
+    own exception when the proxy still holds it (`cause`, e.g. llm.SpendingCapExceeded)."""
+
+    def __init__(self, message: str, *, cmd: str, store: str, history_id: str | None, kind: str,
+                 cause: BaseException | None = None):
+        super().__init__(message)
+        self.cmd, self.store, self.history_id, self.kind, self.cause = cmd, store, history_id, kind, cause
+
+
 class MemOSSystem:
     """MemOS general_text memory in its own environment, driven over JSON lines.
 
@@ -476,7 +510,7 @@ class MemOSSystem:
             self._call({"cmd": "hello"})
         return self._proc
 
-    def _call(self, req: dict) -> dict:
+    def _call(self, req: dict, *, history: History | None = None, what: str = "") -> dict:
         proc = self._proc
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
@@ -488,8 +522,35 @@ class MemOSSystem:
                 break  # the libraries may print; our replies are the JSON lines
         out = json.loads(line)
         if not out.get("ok"):
+            if out.get("transport"):
+                err = self._transport_error(req, out["transport"], history=history, what=what)
+                raise err from err.cause
             raise RuntimeError(f"MemOS worker failed on {req.get('cmd')}: {out.get('error')}")
         return out
+
+    def _transport_error(self, req: dict, transport: dict, *, history: History | None, what: str) -> MemOSCallError:
+        """The error naming the call, its history and store, and the proxy's reason: the proxy's
+        own record of the failure when it still has it (the worker's copy is only its reply)."""
+        kind = str(transport.get("kind") or "unknown")
+        recorded = None
+        if self._proxy is not None and transport.get("failure") is not None:
+            recorded = self._proxy.stats.failure(transport["failure"])
+        if recorded is not None:
+            reason = f"{recorded.error_type}: {recorded.message}"
+        else:
+            status = f"HTTP {transport['status']}: " if transport.get("status") else ""
+            reason = f"{status}{transport.get('message', '')}"
+        if self._proxy is not None:  # the worker blanks it in what it reports; the record is ours
+            reason = reason.replace(self._proxy.token, "[token]")
+        says = _MEMOS_FAILURE_SAYS.get(kind, f"failed in the memlife proxy ({kind})")
+        cmd = str(req.get("cmd"))
+        whose = f" for history {history.history_id}" if history is not None else ""
+        return MemOSCallError(
+            f"MemOS {cmd}{' ' + what if what else ''}{whose} (store {req.get('store')}): its model call {says}: "
+            f"{reason}. The store is left without its INGESTED marker; a rerun rebuilds it, replaying "
+            f"the calls already answered from the cache.",
+            cmd=cmd, store=str(req.get("store")), history_id=history.history_id if history is not None else None,
+            kind=kind, cause=recorded.exception if recorded is not None else None)
 
     def _open(self, history: History) -> dict:
         d = store_dir(self.store_root, self.name, history.history_id)
@@ -506,8 +567,10 @@ class MemOSSystem:
         self._call({"cmd": "drop", **self._open(history)})
         marker.reset()
         added, errors = [], []
-        for sess in history.sessions:
-            out = self._call({"cmd": "add", **self._open(history), "messages": [dict(x) for x in sess]})
+        for i, sess in enumerate(history.sessions):
+            # A MemOSCallError propagates from here: the marker below is not written.
+            out = self._call({"cmd": "add", **self._open(history), "messages": [dict(x) for x in sess]},
+                             history=history, what=f"of session {i + 1} of {len(history.sessions)}")
             added.append(out["added"])
             if out.get("extract_error"):
                 errors.append(out["extract_error"])  # the weak extractor's reply did not parse
@@ -516,11 +579,12 @@ class MemOSSystem:
 
     def memories(self, history: History) -> list[str]:
         self._worker()
-        return self._call({"cmd": "all", **self._open(history)})["memories"]
+        return self._call({"cmd": "all", **self._open(history)}, history=history)["memories"]
 
     def answer(self, history: History, question: str) -> Answer:
         self._worker()
-        hits = self._call({"cmd": "search", **self._open(history), "query": question, "top_k": self.top_k})["memories"]
+        hits = self._call({"cmd": "search", **self._open(history), "query": question, "top_k": self.top_k},
+                          history=history)["memories"]
         return self.reader.read([f"- {t}" for t in hits], question, retrieved=hits)
 
     def close(self) -> None:

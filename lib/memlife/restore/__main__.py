@@ -54,7 +54,7 @@ def _run(args) -> int:
         pipeline.reader_factory(args.reader)
         paths.layout(args.profile)  # the profile name, before anything reads its file
         pipeline.params(args.profile)
-        check_paper_profile(args.profile)
+        check_paper_profile(args.profile, "22_read_restore")
     except SystemExit as exc:  # the paper profile without an endpoint or a spending cap
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -219,7 +219,7 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     llm cache and usage log."""
     reader_factory(reader_name)  # before any work: a typo costs nothing
     p = params(profile)
-    llm.configure(profile)
+    llm.configure(profile, track="restore")
     out = Path(out)
     questions = load_questions(p)
     histories = {q.question_id: units.units_of(q) for q in questions}
