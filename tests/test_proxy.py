@@ -4,19 +4,12 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 
 import pytest
 
+from conftest import completion
+
 from memlife import proxy
-
-
-@dataclass
-class _Completion:
-    text: str
-    prompt_tokens: int = 7
-    completion_tokens: int = 3
-    request_id: str = "r1"
 
 
 class _RecordingClient:
@@ -27,7 +20,7 @@ class _RecordingClient:
 
     def complete(self, messages, **kwargs):
         self.calls.append((messages, kwargs))
-        return _Completion(text="echo:" + messages[-1]["content"])
+        return completion("echo:" + messages[-1]["content"])
 
 
 def _post(url, payload, token, **headers):

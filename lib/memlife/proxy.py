@@ -15,10 +15,17 @@ key; a request is refused, with no model call, when it
 - is a POST whose body is not ``application/json`` (415): a page can send ``text/plain`` across
   origins without a CORS preflight, never ``application/json``.
 
+A request it cannot serve — memlife's client raised (the spending cap, a call that failed after
+its retries, a replay-mode miss) or the request is not one it supports — is answered with an HTTP
+error whose JSON body is marked ``{"error": {"type": "memlife_proxy_error", "code": KIND,
+"failure": N, ...}}`` and recorded in `ProxyStats.failures` under N, exception and all, so that the
+caller's side can tell such a failure from a model's reply and the project can name it.
+
 Supported: POST /v1/chat/completions (non-streaming) and GET /v1/models.
 """
 from __future__ import annotations
 
+import collections
 import hmac
 import json
 import secrets
@@ -64,13 +71,58 @@ def _message_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+# The `type` of the error body of a request the proxy took but could not serve; its `code` is one
+# of the kinds of `failure_kind`.
+ERROR_TYPE = "memlife_proxy_error"
+
+
+def failure_kind(exc: BaseException) -> str:
+    """What kind of failure `exc`, raised while forwarding a request, is: the code in its reply."""
+    from memlife import llm
+
+    if isinstance(exc, llm.SpendingCapExceeded):
+        return "spending_cap"
+    if isinstance(exc, llm.CacheMiss):
+        return "cache_miss"
+    if isinstance(exc, llm.LLMCallError):
+        return "call_failed"
+    if isinstance(exc, llm.LLMError):
+        return "llm_error"
+    if isinstance(exc, ValueError):  # a request the proxy does not support, or a body not JSON
+        return "bad_request"
+    return "internal"
+
+
+@dataclass(frozen=True)
+class ProxyFailure:
+    """One request the proxy answered with an error instead of a completion."""
+
+    id: int  # the `failure` field of the reply's error body
+    kind: str  # failure_kind
+    status: int
+    error_type: str  # the exception's class name
+    message: str
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+
+
+# Failures kept for look-up: a caller asks right after its call failed, so the last few suffice,
+# and each holds an exception with its traceback.
+_FAILURES_KEPT = 256
+
+
 @dataclass
 class ProxyStats:
     requests: int = 0
     errors: int = 0
     refused: int = 0  # answered 403/401/415 unparsed and unforwarded: an Origin, no token, not JSON
     last_error: str = ""
+    failures: collections.deque = field(default_factory=lambda: collections.deque(maxlen=_FAILURES_KEPT))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def failure(self, failure_id) -> ProxyFailure | None:
+        """The failure a reply's error body named by its `failure` field, if still kept."""
+        with self.lock:
+            return next((f for f in self.failures if f.id == failure_id), None)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -79,11 +131,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # keep notebook output clean
         return
 
-    def _send(self, status: int, payload: dict) -> None:
+    def _send(self, status: int, payload: dict, *, no_retry: bool = False) -> None:
         body = json.dumps(payload).encode("utf-8")
         self.send_response(status)
         if status == 401:
             self.send_header("WWW-Authenticate", 'Bearer realm="memlife-proxy"')
+        if no_retry:
+            # The openai SDK obeys this header over its own rule, which retries every 5xx twice.
+            self.send_header("x-should-retry", "false")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -137,11 +192,19 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             completion = self.server.forward(req)
-        except Exception as exc:  # report to the library as an HTTP error, and count it
+        except Exception as exc:  # report to the library as an HTTP error, count it and keep it
+            kind = failure_kind(exc)
+            status = 400 if kind == "bad_request" else 500
             with stats.lock:
                 stats.errors += 1
                 stats.last_error = f"{type(exc).__name__}: {exc}"
-            self._send(400 if isinstance(exc, ValueError) else 500, {"error": {"message": str(exc)}})
+                failure = ProxyFailure(id=stats.errors, kind=kind, status=status, error_type=type(exc).__name__,
+                                       message=str(exc), exception=exc)
+                stats.failures.append(failure)
+            # Never retried: memlife's client has made its own retries, and a refusal (the cap, a
+            # replay miss) or an unsupported request would only be answered the same way again.
+            self._send(status, {"error": {"message": str(exc), "type": ERROR_TYPE, "code": kind,
+                                          "failure": failure.id}}, no_retry=True)
             return
         with stats.lock:
             stats.requests += 1
@@ -189,7 +252,10 @@ class _ProxyServer(ThreadingHTTPServer):
             "object": "chat.completion",
             "created": 0,  # deterministic: the libraries never read it
             "model": self.model_name(),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text},
+            # A refusal reaches the library as the API gives it: no content, the refusal beside it.
+            "choices": [{"index": 0, "message": {"role": "assistant",
+                                                 "content": None if c.refusal is not None else c.text,
+                                                 "refusal": c.refusal},
                          "finish_reason": "stop", "logprobs": None}],
             "usage": {"prompt_tokens": int(c.prompt_tokens or 0),
                       "completion_tokens": int(c.completion_tokens or 0),

@@ -13,6 +13,14 @@ JSON object per line on stdin; one reply per line on stdout ({"ok": true, ...} o
   {"cmd": "drop",   ...same...}     close the store (the caller then deletes DIR)
   {"cmd": "quit"}
 
+A call that fails because MemOS's model call did not get an answer — the memlife proxy answered
+an HTTP error (memlife's client raised: the spending cap, a call that failed for good, a replay
+miss) or the proxy could not be reached — is replied {"ok": false, "error": ..., "transport":
+{"kind", "status", "failure", "message"}}: `failure` is the proxy's number for it (its
+ProxyStats.failures), `kind` its code, or "connection" / "timeout" / "http_<status>". Only a
+reply the extractor did get and that does not parse is the model's failure: "add" then answers
+{"ok": true, "added": 0, "extract_error": ...}.
+
 The memory is MemOS's `general_text` textual memory: the MemOS extractor LLM (pointed at the
 memlife proxy) turns each session into memory items, the local MiniLM embeds them, and a local
 Qdrant collection under DIR stores them. This file imports nothing from memlife.
@@ -67,6 +75,47 @@ def _redact(text):
     return text
 
 
+# The error bodies the memlife proxy marks as its own (memlife.proxy.ERROR_TYPE and its refusals).
+_PROXY_ERROR_TYPES = ("memlife_proxy_error", "memlife_proxy_refused")
+
+
+def _causes(exc):
+    """`exc` and the exceptions it came from: raised from, raised while handling, or retried."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        nxt = exc.__cause__ or exc.__context__
+        last = getattr(exc, "last_attempt", None)  # tenacity's RetryError keeps the last failure
+        if nxt is None and last is not None and hasattr(last, "exception"):
+            nxt = last.exception()
+        exc = nxt
+
+
+def _transport_failure(exc):
+    """What went wrong between MemOS and the model, when `exc` comes from the openai SDK failing
+    to get a completion (an HTTP error from the proxy, a connection that failed, a body that is
+    not a completion); None otherwise. Told by the exception's class and the proxy's marked body,
+    never by message text: MemOS's own errors (a reply it cannot parse) are not openai's."""
+    import openai  # MemOS's own client library: always there where MemOS is
+
+    for e in _causes(exc):
+        if isinstance(e, openai.APIStatusError):
+            body = e.body if isinstance(e.body, dict) else {}
+            marked = body.get("type") in _PROXY_ERROR_TYPES
+            kind = str(body["code"]) if marked and body.get("code") else f"http_{e.status_code}"
+            return {"kind": kind, "status": e.status_code, "failure": body.get("failure") if marked else None,
+                    "message": _redact(str(body.get("message") or e.message))[:500]}
+        if isinstance(e, openai.APIConnectionError):  # a timeout is one too
+            cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ is not None else ""
+            return {"kind": "timeout" if isinstance(e, openai.APITimeoutError) else "connection",
+                    "status": None, "failure": None, "message": _redact(f"{e}{cause}")[:500]}
+        if isinstance(e, openai.APIError):
+            return {"kind": "bad_response", "status": None, "failure": None,
+                    "message": _redact(f"{type(e).__name__}: {e}")[:500]}
+    return None
+
+
 def _memory(req):
     store = req["store"]
     if store in _open:
@@ -114,6 +163,8 @@ def handle(req):
         try:
             items = m.extract(req["messages"])
         except Exception as exc:  # MemOS retries a JSON decode error 3 times, then raises
+            if _transport_failure(exc) is not None:
+                raise  # no reply to measure: the call fails, and the store is left unfinished
             return {"added": 0, "extract_error": _redact(f"{type(exc).__name__}: {exc}")[:500]}
         if items:
             m.add(items)
@@ -145,6 +196,9 @@ def main():
             # A library's error may quote its config, key included (stderr reaches the notebook).
             sys.stderr.write(_redact(traceback.format_exc()))
             out = {"ok": False, "error": _redact(f"{type(exc).__name__}: {exc}")}
+            transport = _transport_failure(exc)
+            if transport is not None:
+                out["transport"] = transport
         _REAL_STDOUT.write(json.dumps(out) + "\n")
         _REAL_STDOUT.flush()
 
