@@ -10,11 +10,16 @@
   (``memlife.replies``: MEMLIFE_REPLIES, or the profile's ``recorded_replies``) is consulted
   first, so a run rests on the same replies on every machine. ``MEMLIFE_LLM_MODE=replay``
   answers only from the recording and the cache and fails on a miss; ``refresh`` ignores both.
+- What an endpoint accepts (``memlife.api_rules``): per role its context window, token
+  parameter, whether temperature and seed are sent, room for reasoning, extra body fields, price
+  and rate budget (``Endpoint``); OpenAI's reasoning models get their parameters by name.
 - Robustness: bounded concurrency; retries with exponential backoff and jitter on 429, 5xx,
-  timeouts, connection errors and malformed bodies, honouring Retry-After. A call that still
-  fails raises ``LLMCallError`` naming the request id. Failures are never cached.
+  timeouts, connection errors and malformed bodies, honouring Retry-After and the x-ratelimit-*
+  headers. A call that still fails raises ``LLMCallError`` naming the request id. Failures are
+  never cached; a refusal is a reply, cached and counted.
 - Accounting: every call (cached or not) is appended to ``results/usage/<run>.calls.jsonl``;
-  ``usage_summary`` aggregates; a spending cap stops a run before an uncached call could pass it.
+  ``summarize_calls`` aggregates; a spending cap (``memlife.spending``) holds for the whole run,
+  across processes: a call is sent only after its worst case is reserved under the cap.
 """
 from __future__ import annotations
 

@@ -232,6 +232,10 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
     for s in flagged:
         for message in s["notices"]:
             lines.append(f"notice from {s['notebook']}: {message}" + (f" (log: {s['log']})" if s.get("log") else ""))
+    run = os.environ.get(spending.RUN_ENV)
+    if run and spending.ledger_path().exists() and llm.spend_cap_usd() is not None:
+        lines.append(f"spent ${spending.spent(run):.4f} of the ${llm.spend_cap_usd():.2f} cap in this run "
+                     f"({spending.RUN_ENV}={run}; ledger {spending.ledger_path()})")
     logs = sorted({str(Path(s["log"]).parent) for s in rows if s.get("log")})
     if logs:
         lines.append(f"everything else the notebooks printed or logged: {', '.join(l + '/' for l in logs)}")
@@ -245,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
         ap.add_argument("--since", type=float, help="only notebooks run after this Unix time")
         args = ap.parse_args(argv[1:])
+        llm.configure(args.profile)  # the cap the run held
         print(summary(args.profile, since=args.since))
         return 0
     ap = argparse.ArgumentParser(prog="python -m memlife.runner", description=__doc__,
