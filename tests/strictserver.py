@@ -17,12 +17,17 @@ rejects what OpenAI, vLLM and Ollama reject, with their status codes and error b
   answer carries the x-ratelimit-* headers;
 - a prompt containing ``REFUSE-ME``: a refusal (``content: null``, ``message.refusal``).
 
-Every accepted request gets a reply valid for its role: an instance of its JSON schema, one
-label for a CORRECT/INCORRECT judge, an integer for an importance score, text otherwise.
+Every accepted request gets a reply valid for its role: the realizer's 8 turns carrying the
+sentences its prompt requires, an instance of any other JSON schema, one label for a
+CORRECT/INCORRECT judge, an integer for an importance score, text otherwise.
+
+Run standalone (``python tests/strictserver.py --window 32768``) it prints its URL and serves
+until killed, for a dress rehearsal of whole notebooks.
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -48,6 +53,21 @@ def instance_of(schema: dict, defs: dict | None = None):
     if t == "array":
         return [instance_of(schema["items"], defs) for _ in range(schema.get("minItems", 0))]
     return {"string": "unknown", "integer": 0, "number": 0.0, "boolean": True, "null": None}[t]
+
+
+_USER_TURN = re.compile(r'^- user turn (\d+): "(.*)"$', re.M)
+
+
+def generator_turns(prompt: str) -> list[str]:
+    """The 8 turns a capable generator writes for memlife's realizer prompt: each user turn the
+    prompt names carries its sentence verbatim, in ordinary surrounding speech."""
+    fixed = {int(n): sentence for n, sentence in _USER_TURN.findall(prompt)}
+    turns = []
+    for slot in range(1, 5):
+        sentence = fixed.get(slot, "")
+        turns.append(f"Hi again. {sentence} Could you help me plan the next few days around that?".replace("  ", " "))
+        turns.append("Sure. Here is a plan: errands on Monday, calls on Wednesday, and Friday kept free for you.")
+    return turns
 
 
 def text_reply(messages: list[dict]) -> str:
@@ -177,7 +197,9 @@ class StrictServer(Loopback):
             message["content"], finish, spent = "", "length", budget
         else:
             fmt = body.get("response_format") or {}
-            if fmt.get("type") == "json_schema":
+            if fmt.get("type") == "json_schema" and fmt["json_schema"].get("name") == "GeneratedSegment":
+                message["content"] = json.dumps({"turns": generator_turns(last)})
+            elif fmt.get("type") == "json_schema":
                 message["content"] = json.dumps(instance_of(fmt["json_schema"]["schema"]))
             else:
                 message["content"] = text_reply(messages)
@@ -194,3 +216,20 @@ class _Null:
 
     def __exit__(self, *exc):
         return False
+
+
+if __name__ == "__main__":  # standalone, for a dress rehearsal: prints its URL, serves until killed
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--window", type=int, default=128_000)
+    ap.add_argument("--no-window-report", action="store_true")
+    ap.add_argument("--rpm", type=int)
+    a = ap.parse_args()
+    with StrictServer(window=a.window, report_window=not a.no_window_report, rpm=a.rpm) as srv:
+        print(srv.base_url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        finally:
+            print(json.dumps({"accepted": sum(srv.received.values()), "rejected": srv.rejected[:20]}), flush=True)

@@ -256,3 +256,49 @@ def test_a_paper_run_refuses_to_start_without_prices_and_windows(isolated_llm, m
         monkeypatch.setenv("MEMLIFE_CONTEXT_WINDOW", "32768")
         runner.check_paper_profile("paper", "12_memops_eval")
         assert sum(s.received.values()) == 0  # nothing was sent to find out
+
+
+def test_every_role_is_accepted_by_a_strict_reasoning_endpoint_configured_by_the_readme_variables(
+        isolated_llm, monkeypatch):
+    """MEMLIFE_BASE_URL, MEMLIFE_MODEL and OPENAI_API_KEY only: the generator, verifier, reader,
+    judge and importance calls of both tracks, as the library makes them, all accepted."""
+    from memlife import evict
+    from memlife.memops import build, evaluate, gates, systems
+    from memlife.memops.response import ParsedResponse
+    from memlife.restore import prompts
+
+    with StrictServer(window=400_000) as s:
+        monkeypatch.setenv("MEMLIFE_BASE_URL", s.base_url)
+        monkeypatch.setenv("MEMLIFE_MODEL", "gpt-5-mini")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        isolated_llm.configure(None, run="pytest")
+        # generator and verifier: notebook 10's LLM path, every conversation retained
+        params = build.BuildParams(profile="smoke", seed=0, n_topics=1, max_conversations=2, longctx_tokens=1500,
+                                   realizer="llm", verifier="auto")
+        made = build.build(params, progress=False)
+        assert made.manifest["realizer"] == "llm" and made.manifest["llm_verifier"]
+        assert len(made.instances) == 2, made.log.to_json()
+        inst = made.instances[0]
+        assert gates.llm_verify(inst) == []
+        # reader and judge: notebook 12
+        reader = systems.Reader(isolated_llm.get_client("reader"), max_tokens=384)
+        history = systems.history_for(inst, "long_context")
+        ans = systems.LongContextSystem(reader).answer(history, inst.probes[0].question)
+        assert not ans.parsed.malformed
+        judged = evaluate._judge({}, inst, inst.probes[0], ParsedResponse(raw=ans.parsed.raw, response=ans.parsed.response),
+                                 isolated_llm.get_client("judge"))
+        assert judged["judge_valid"], judged
+        # importance scorer, reader and judge: notebooks 21 and 22, at the paper's token budgets
+        scores, invalid = evict.score_importance(["I moved to Lisbon in May.", "Nice weather."],
+                                                 isolated_llm.get_client("scorer"))
+        assert invalid == 0 and set(scores.values()) == {7.0}
+        read = isolated_llm.get_client("reader").complete(
+            prompts.reader_messages("2024-05-01", "I moved to Lisbon in May.", "Where do I live?"),
+            max_tokens=prompts.READER_MAX_TOKENS)
+        grade = isolated_llm.get_client("judge").complete(
+            prompts.judge_messages("Where do I live?", "Lisbon", read.text), max_tokens=prompts.JUDGE_MAX_TOKENS)
+        assert isolated_llm.parse_label(grade.text) == "CORRECT"
+    assert s.rejected == []
+    roles = {b["max_completion_tokens"] for b in s.bodies}
+    assert all("max_tokens" not in b and "temperature" not in b for b in s.bodies)
+    assert {16 + 4096, 4 + 4096} <= roles  # the judge's and the importance scorer's budgets, with room to reason
