@@ -3,6 +3,7 @@
 #                             answered from the shipped recording of the model's replies
 #   make reproduce LIVE=1     the same, every reply asked of the model again (may differ by CPU)
 #   make export-replies       record the last run's replies (results/replies/$(PROFILE).jsonl.gz)
+#   make estimate PROFILE=paper   what a run would send and cost, before sending anything
 #   make smoke                every notebook at the smoke profile (what CI and nbval run)
 #   make test                 unit + integration tests, then nbval over the notebooks
 #   make bench                benchmarks that print figures
@@ -106,11 +107,11 @@ $(shell mkdir -p results; [ "$$(cat results/.profile 2>/dev/null)" = "$(PROFILE)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-replay llama-server memos-env export-replies llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-replay llama-server memos-env export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^# PROFILE/p' Makefile | sed 's/^# \{0,1\}//'
 
 # ------------------------------------------------------------------------------ environment
 env: $(ENV_STAMP) $(GGUF_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
@@ -199,6 +200,11 @@ reproduce: $(EXECUTED)
 	@$(PY) -m memlife.runner summary --profile $(PROFILE) --since $(START)
 	@if [ "$(PROFILE)" = "$$($(PY) -c 'from memlife import paths; print(paths.COMMITTED_PROFILE)')" ]; then \
 	  $(PY) -m memlife.replies export --profile $(PROFILE); fi
+
+# What a run would send and cost, before any call is made (memlife.estimate); NB=NN_name for one
+# notebook. It needs no llama-server and no endpoint key.
+estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(MEMOS_STAMP)
+	@$(PY) -m memlife.estimate --profile $(PROFILE) $(if $(NB),--notebook $(NB))
 
 # Any profile's last run as a recording others can replay (MEMLIFE_REPLIES=FILE).
 export-replies: | $(RUN_ENV)

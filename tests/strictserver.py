@@ -27,7 +27,6 @@ until killed, for a dress rehearsal of whole notebooks.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections import Counter, deque
@@ -35,48 +34,7 @@ from collections import Counter, deque
 from faultserver import JSONHandler, Loopback
 
 from memlife import api_rules, tokens
-
-
-def instance_of(schema: dict, defs: dict | None = None):
-    """A small value valid under `schema` (the strict subset): the reply a schema-bound model gives."""
-    defs = defs if defs is not None else {**(schema.get("$defs") or {})}
-    if "$ref" in schema:
-        return instance_of(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
-    if "anyOf" in schema:
-        return instance_of(schema["anyOf"][0], defs)
-    if "enum" in schema:
-        return schema["enum"][0]
-    t = schema.get("type")
-    t = t[0] if isinstance(t, list) else t
-    if t == "object":
-        return {k: instance_of(v, defs) for k, v in (schema.get("properties") or {}).items()}
-    if t == "array":
-        return [instance_of(schema["items"], defs) for _ in range(schema.get("minItems", 0))]
-    return {"string": "unknown", "integer": 0, "number": 0.0, "boolean": True, "null": None}[t]
-
-
-_USER_TURN = re.compile(r'^- user turn (\d+): "(.*)"$', re.M)
-
-
-def generator_turns(prompt: str) -> list[str]:
-    """The 8 turns a capable generator writes for memlife's realizer prompt: each user turn the
-    prompt names carries its sentence verbatim, in ordinary surrounding speech."""
-    fixed = {int(n): sentence for n, sentence in _USER_TURN.findall(prompt)}
-    turns = []
-    for slot in range(1, 5):
-        sentence = fixed.get(slot, "")
-        turns.append(f"Hi again. {sentence} Could you help me plan the next few days around that?".replace("  ", " "))
-        turns.append("Sure. Here is a plan: errands on Monday, calls on Wednesday, and Friday kept free for you.")
-    return turns
-
-
-def text_reply(messages: list[dict]) -> str:
-    text = "\n".join(str(m.get("content")) for m in messages)
-    if "CORRECT or INCORRECT" in text:
-        return "CORRECT"
-    if "Importance (1-10)" in text:
-        return "7"
-    return "I do not know."
+from memlife.standin import reply_text
 
 
 class StrictServer(Loopback):
@@ -196,13 +154,7 @@ class StrictServer(Loopback):
         elif spent >= budget:
             message["content"], finish, spent = "", "length", budget
         else:
-            fmt = body.get("response_format") or {}
-            if fmt.get("type") == "json_schema" and fmt["json_schema"].get("name") == "GeneratedSegment":
-                message["content"] = json.dumps({"turns": generator_turns(last)})
-            elif fmt.get("type") == "json_schema":
-                message["content"] = json.dumps(instance_of(fmt["json_schema"]["schema"]))
-            else:
-                message["content"] = text_reply(messages)
+            message["content"] = reply_text(messages, body.get("response_format"))
         visible = len((message["content"] or "").split())
         return {"id": "chatcmpl-strict", "object": "chat.completion", "created": 0, "model": body.get("model"),
                 "choices": [{"index": 0, "finish_reason": finish, "message": message}],

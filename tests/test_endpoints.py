@@ -72,7 +72,7 @@ def test_schemas_the_strict_endpoint_accepts_and_one_it_rejects(isolated_llm, st
 
     c = client_for(isolated_llm, strict, role="generator", model="gpt-4o")
     obj, _ = c.complete_json(MSG("write turns"), schema=GeneratedSegment, max_tokens=64)
-    assert obj == GeneratedSegment(turns=[])
+    assert obj is not None and len(obj.turns) == 8
     with pytest.raises(isolated_llm.LLMCallError, match="additionalProperties"):
         c.complete_json(MSG("write turns again"), schema=Loose, max_tokens=64)
 

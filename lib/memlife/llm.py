@@ -9,7 +9,9 @@
   atomic under SIGKILL) under the SHA-256 of the canonical request. A recording of replies
   (``memlife.replies``: MEMLIFE_REPLIES, or the profile's ``recorded_replies``) is consulted
   first, so a run rests on the same replies on every machine. ``MEMLIFE_LLM_MODE=replay``
-  answers only from the recording and the cache and fails on a miss; ``refresh`` ignores both.
+  answers only from the recording and the cache and fails on a miss; ``refresh`` ignores both;
+  ``estimate`` answers a miss with a stand-in reply (``memlife.standin``), sends and caches
+  nothing, and logs what the call would cost (``make estimate``, ``memlife.estimate``).
 - What an endpoint accepts (``memlife.api_rules``): per role its context window, token
   parameter, whether temperature and seed are sent, room for reasoning, extra body fields, price
   and rate budget (``Endpoint``); OpenAI's reasoning models get their parameters by name.
@@ -39,7 +41,7 @@ from typing import Any, Callable, Iterable
 from . import paths
 
 ROLES = ("reader", "judge", "generator", "scorer", "verifier", "judge_audit")
-MODES = ("live", "replay", "refresh")
+MODES = ("live", "replay", "refresh", "estimate")
 CACHE_FORMAT = 1  # bump to invalidate every cached reply when the stored shape changes
 
 # USD per million tokens (input, output), list prices of the named API models.
@@ -398,7 +400,8 @@ def cache_put(key: str, value: dict) -> None:
 
 
 def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: str, describe: str,
-             price: Callable[[int, int], float | None] | None = None) -> Completion:
+             price: Callable[[int, int], float | None] | None = None, request: dict | None = None,
+             budget: int | None = None) -> Completion:
     """The reply recorded or cached under `key`, or `compute()`'s, cached; accounted under `role`.
 
     The one path of every model call — the endpoint clients' and a local model's own generations
@@ -424,6 +427,10 @@ def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: s
             return c
     if m == "replay":
         raise CacheMiss(f"replay mode: no recorded or cached reply for request {key[:16]} ({describe})")
+    if m == "estimate":
+        c = _estimated(key, model, request, budget)
+        _account(role, c, price)
+        return c
     c = compute()
     # Where the reply was made travels with it, into any recording exported from this cache.
     value = {"text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
@@ -434,6 +441,20 @@ def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: s
     c.source = "live"
     _account(role, c, price)
     return c
+
+
+def _estimated(key: str, model: str, request: dict | None, budget: int | None) -> Completion:
+    """What `make estimate` counts for a call the run would send: its prompt (o200k tokens), its
+    whole completion budget (the worst case, as the spending ledger reserves it), and a stand-in
+    reply so that the notebook goes on as a run would."""
+    from . import standin, tokens
+
+    messages = (request or {}).get("messages") or []
+    text = standin.reply_text(messages, (request or {}).get("response_format")) if request else ""
+    return Completion(text=text, prompt_tokens=tokens.count_messages(messages) if messages else 0,
+                      completion_tokens=int(budget if budget is not None else (request or {}).get("max_tokens", 0)),
+                      cached=False, latency_s=0.0, request_id=key, model=model, finish_reason="stop",
+                      source="estimate")
 
 
 _said: set[tuple[str, str]] = set()
@@ -502,7 +523,7 @@ def _account(role: str, c: Completion, price: Callable[[int, int], float | None]
         usd = price(c.prompt_tokens, c.completion_tokens)
     else:
         usd = price_usd(c.model, c.prompt_tokens, c.completion_tokens)
-    empty = c.refusal is None and not (c.text or "").strip()
+    empty = c.source != "estimate" and c.refusal is None and not (c.text or "").strip()
     with _usage_lock:
         _usage.calls += 1
         _usage.cached_calls += int(c.cached)
@@ -547,7 +568,8 @@ def summarize_calls(log_path: Path) -> dict:
     """Aggregate a calls log (one JSON line per call) into the per-run usage summary."""
     out = {"calls": 0, "cached_calls": 0, "recorded_calls": 0, "live_calls": 0,
            "prompt_tokens": 0, "completion_tokens": 0,
-           "usd_estimate": 0.0, "unpriced_models": [], "latency_s": 0.0, "refusals": 0, "empty_replies": 0}
+           "usd_estimate": 0.0, "unpriced_models": [], "latency_s": 0.0, "refusals": 0, "empty_replies": 0,
+           "by_role": {}}
     if Path(log_path).exists():
         for n, line in enumerate(Path(log_path).read_text().splitlines(), 1):
             if not line.strip():
@@ -565,6 +587,18 @@ def summarize_calls(log_path: Path) -> dict:
             out["latency_s"] += r["latency_s"]
             out["refusals"] += int(bool(r.get("refusal")))
             out["empty_replies"] += int(bool(r.get("empty")))
+            role = out["by_role"].setdefault(r["role"], {"calls": 0, "cached_calls": 0, "live_calls": 0,
+                                                         "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0,
+                                                         "models": []})
+            role["calls"] += 1
+            role["cached_calls"] += int(r["cached"])
+            role["live_calls"] += int(not r["cached"])
+            if not r["cached"]:  # what was (or, estimated, would be) sent
+                role["prompt_tokens"] += r["prompt_tokens"]
+                role["completion_tokens"] += r["completion_tokens"]
+            role["usd"] = round(role["usd"] + (r["usd"] or 0.0), 6)
+            if r["model"] not in role["models"]:
+                role["models"].append(r["model"])
             if r["usd"] is None:
                 if r["model"] not in out["unpriced_models"]:
                     out["unpriced_models"].append(r["model"])
@@ -786,7 +820,8 @@ class Client:
 
         last = (req["messages"][-1]["content"] if req["messages"] else "")[:80]
         return memoized(key, send, role=self.endpoint.role, model=self.model, price=self.price_usd,
-                        describe=f"role {self.endpoint.role}, model {self.model}, last message {last!r}")
+                        describe=f"role {self.endpoint.role}, model {self.model}, last message {last!r}",
+                        request=req, budget=self.completion_budget(req["max_tokens"]))
 
     def _send_within_cap(self, req: dict, key: str) -> Completion:
         """Check the window, reserve the call's worst case in the run's ledger, send, settle."""

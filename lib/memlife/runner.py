@@ -36,7 +36,7 @@ def check_paper_profile(profile: str, notebook: str | None = None) -> None:
     price for every model — unless the run is replayed from recorded replies
     (MEMLIFE_LLM_MODE=replay), which sends nothing and fails on the first request the recording
     lacks. `notebook` names the track whose models apply."""
-    if profile != "paper" or llm.mode() == "replay":
+    if profile != "paper" or llm.mode() in ("replay", "estimate"):
         return
     llm.configure(profile, track=config.track_of(notebook))
     embedded = [r for r in ("reader", "judge") if not llm.role_configured(r)]

@@ -1,0 +1,148 @@
+"""What a run would send and cost, before it sends anything: `make estimate PROFILE=P`.
+
+    python -m memlife.estimate --profile paper                      # every notebook that calls a model
+    python -m memlife.estimate --profile paper --notebook 22_read_restore
+
+The notebooks run as they would, in a scratch copy of the project's results
+(.cache/estimate/<profile>/), with the llm mode "estimate": a request found in the recording or
+the cache is answered from it and costs nothing; any other is not sent — it is counted with its
+prompt (o200k tokens) and its whole completion budget (reasoning allowance included, the worst
+case the spending ledger reserves), priced for the configured model, and answered with a stand-in
+reply (`memlife.standin`) so that the notebook takes the paths a run takes. Nothing is cached,
+and the project's own results are not touched.
+
+The calls counted are exact where the run's structure fixes them (one reader call per probe,
+system and setting; one importance score per distinct unit; one judge call per answer) and an
+estimate where real replies steer the run: an LLM generator whose conversations fail the gates
+is asked again (up to max_attempts), Mem0 asks more when it finds memories to update, and the
+LLM-importance policy evicts by the scores it gets. Completion tokens are the budgets, so the
+dollars are an upper bound for the calls counted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import paths
+
+# The notebooks that call a model, in an order that respects the DAG (20 makes the data 21 reads).
+# 00_backend's handful of calls check the backend and its cache, which an estimate never fills.
+CALLING = ("10_memops_build", "12_memops_eval", "20_longmem_data", "21_eviction", "22_read_restore")
+# What a notebook reads from the project itself rather than from an earlier notebook.
+_SHARED = ("notebooks", "configs", "results/replies", "results/paper_reference", "data/longmemeval",
+           "data/ultrachat", "tests/data")
+
+
+def scratch_root(profile: str, root: Path | None = None, kind: str = "estimate") -> Path:
+    return paths.layout(profile, root).cache / kind / profile
+
+
+def prepare(profile: str, root: Path | None = None, kind: str = "estimate") -> Path:
+    """A fresh scratch project under the cache: the shared inputs linked, every output of its own
+    (an estimate's, or a dress rehearsal's, never in the project's results)."""
+    import shutil
+
+    root = Path(root) if root else paths.repo_root()
+    scratch = scratch_root(profile, root, kind)
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    for rel in _SHARED:
+        src = root / rel
+        if src.exists():
+            dst = scratch / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.symlink_to(src.resolve(), target_is_directory=src.is_dir())
+    return scratch
+
+
+@contextmanager
+def _environ(**values: str):
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None = None, quiet: bool = True,
+        dest: Path | None = None) -> dict:
+    """Run `notebooks` (default: every one that calls a model) in estimate mode; the estimate, as
+    written to `dest` (default results/usage/estimate-<profile>.json)."""
+    from . import runner
+
+    root = Path(root) if root else paths.repo_root()
+    chosen = list(notebooks or CALLING)
+    unknown = [n for n in chosen if not (root / "notebooks" / f"{n}.ipynb").is_file()]
+    if unknown:
+        raise SystemExit(f"no such notebook: {unknown}")
+    scratch = prepare(profile, root)
+    cache = os.environ.get("MEMLIFE_CACHE_DIR") or str(paths.layout(profile, root).cache)
+    rows, failed = [], {}
+    with _environ(MEMLIFE_ROOT=str(scratch), MEMLIFE_CACHE_DIR=cache, MEMLIFE_LLM_MODE="estimate"):
+        for name in chosen:
+            try:
+                rows.append(runner.run_notebook(name, profile, root=scratch, quiet=quiet))
+            except Exception as exc:  # counted up to where it stopped; later notebooks may need it
+                failed[name] = f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
+                usage = scratch / "results" / "usage" / f"{name}.calls.jsonl"
+                if usage.exists():
+                    from . import llm
+
+                    rows.append({"notebook": name, "profile": profile, **llm.summarize_calls(usage), "failed": True})
+    out = {"profile": profile, "notebooks": rows, "failed": failed, "scratch": str(scratch)}
+    dest = Path(dest) if dest else paths.layout(profile, root).usage / f"estimate-{profile}.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    out["written"] = str(dest)
+    return out
+
+
+def render(est: dict) -> str:
+    """The estimate as a table: per notebook and role, calls, those answered already, those to send
+    with their tokens and dollars."""
+    head = (f"{'notebook':<18} {'role':<11} {'model':<26} {'calls':>7} {'answered':>8} {'to send':>8} "
+            f"{'prompt tok':>11} {'compl. tok':>11} {'USD (max)':>10}")
+    lines = [f"== [{est['profile']}] estimate: what a run would send (nothing was sent)", head]
+    total = {"calls": 0, "cached_calls": 0, "live_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0}
+    unpriced: set[str] = set()
+    for nb in est["notebooks"]:
+        unpriced |= set(nb.get("unpriced_models") or [])
+        for role, r in sorted((nb.get("by_role") or {}).items()):
+            lines.append(f"{nb['notebook'][:18]:<18} {role:<11} {', '.join(r['models'])[:26]:<26} {r['calls']:>7,} "
+                         f"{r['cached_calls']:>8,} {r['live_calls']:>8,} {r['prompt_tokens']:>11,} "
+                         f"{r['completion_tokens']:>11,} {r['usd']:>10.2f}")
+            for k in total:
+                total[k] += r[k if k != "usd" else "usd"]
+    lines.append(f"{'total':<57} {total['calls']:>7,} {total['cached_calls']:>8,} {total['live_calls']:>8,} "
+                 f"{total['prompt_tokens']:>11,} {total['completion_tokens']:>11,} {total['usd']:>10.2f}")
+    if unpriced:
+        lines.append(f"unpriced (not in the dollars; give MEMLIFE_<ROLE>_PRICE_PER_MTOK): {sorted(unpriced)}")
+    for name, why in sorted(est["failed"].items()):
+        lines.append(f"{name} stopped in estimate mode ({why}); its calls are counted up to there")
+    lines.append(f"per notebook and role: {est.get('written', '')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memlife.estimate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
+    ap.add_argument("--notebook", action="append", help="only this notebook (repeatable); default: all that call a model")
+    args = ap.parse_args(argv)
+    est = run(args.profile, args.notebook)
+    print(render(est))
+    return 1 if est["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
