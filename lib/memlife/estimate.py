@@ -8,7 +8,8 @@ The notebooks run as they would, in a scratch copy of the project's results
 the cache is answered from it and costs nothing; any other is not sent — it is counted with its
 prompt (o200k tokens) and its whole completion budget (reasoning allowance included, the worst
 case the spending ledger reserves), priced for the configured model, and answered with a stand-in
-reply (`memlife.standin`) so that the notebook takes the paths a run takes. Nothing is cached,
+reply (`memlife.standin`) so that the notebook takes the paths a run takes; asked again later in
+the estimate, it counts as cached, as a run's cache would answer it. Nothing enters the cache,
 and the project's own results are not touched.
 
 The calls counted are exact where the run's structure fixes them (one reader call per probe,
@@ -24,7 +25,6 @@ import argparse
 import json
 import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 from . import paths
@@ -60,20 +60,6 @@ def prepare(profile: str, root: Path | None = None, kind: str = "estimate") -> P
     return scratch
 
 
-@contextmanager
-def _environ(**values: str):
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None = None, quiet: bool = True,
         dest: Path | None = None) -> dict:
     """Run `notebooks` (default: every one that calls a model) in estimate mode; the estimate, as
@@ -88,7 +74,10 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
     scratch = prepare(profile, root)
     cache = os.environ.get("MEMLIFE_CACHE_DIR") or str(paths.layout(profile, root).cache)
     rows, failed = [], {}
-    with _environ(MEMLIFE_ROOT=str(scratch), MEMLIFE_CACHE_DIR=cache, MEMLIFE_LLM_MODE="estimate"):
+    from . import llm
+
+    with runner.environ(MEMLIFE_ROOT=str(scratch), MEMLIFE_CACHE_DIR=cache, MEMLIFE_LLM_MODE="estimate",
+                        **{llm.ESTIMATE_SEEN_ENV: str(scratch / "estimated")}):
         for name in chosen:
             try:
                 rows.append(runner.run_notebook(name, profile, root=scratch, quiet=quiet))
@@ -96,8 +85,6 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
                 failed[name] = f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
                 usage = scratch / "results" / "usage" / f"{name}.calls.jsonl"
                 if usage.exists():
-                    from . import llm
-
                     rows.append({"notebook": name, "profile": profile, **llm.summarize_calls(usage), "failed": True})
     out = {"profile": profile, "notebooks": rows, "failed": failed, "scratch": str(scratch)}
     dest = Path(dest) if dest else paths.layout(profile, root).usage / f"estimate-{profile}.json"

@@ -428,7 +428,15 @@ def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: s
     if m == "replay":
         raise CacheMiss(f"replay mode: no recorded or cached reply for request {key[:16]} ({describe})")
     if m == "estimate":
+        # A request asked again in the same run (notebook 10 builds twice to check determinism;
+        # two systems may ask the same) would come from the cache then: counted as cached here.
+        seen = _estimates_seen()
+        again = seen.get(key) if seen is not None else None
         c = _estimated(key, model, request, budget)
+        if again is not None:
+            c.cached, c.source = True, "cache"
+        elif seen is not None:
+            seen.set(key, True)
         _account(role, c, price)
         return c
     c = compute()
@@ -441,6 +449,25 @@ def memoized(key: str, compute: Callable[[], Completion], *, role: str, model: s
     c.source = "live"
     _account(role, c, price)
     return c
+
+
+ESTIMATE_SEEN_ENV = "MEMLIFE_ESTIMATE_SEEN"
+_seen_obj = None
+
+
+def _estimates_seen():
+    """The keys an estimate run has counted, on disk for all its notebooks (memlife.estimate
+    sets the folder); None outside one."""
+    global _seen_obj
+    where = os.environ.get(ESTIMATE_SEEN_ENV)
+    if not where:
+        return None
+    with _cache_lock:
+        if _seen_obj is None or _seen_obj.directory != where:
+            import diskcache
+
+            _seen_obj = diskcache.Cache(where, eviction_policy="none")
+        return _seen_obj
 
 
 def _estimated(key: str, model: str, request: dict | None, budget: int | None) -> Completion:

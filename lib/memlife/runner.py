@@ -66,7 +66,8 @@ def verbose() -> bool:
 
 
 @contextlib.contextmanager
-def _environ(**values: str):
+def environ(**values: str):
+    """These environment variables set for the block, and as they were after it."""
     before = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -140,7 +141,7 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     t0 = time.perf_counter()
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_environ(**channels))
+            stack.enter_context(environ(**channels))
             if quiet:
                 terminal = stack.enter_context(_output_to(log_path))
                 stack.enter_context(progress.Watcher(name, progress_path, calls_log, terminal))
