@@ -302,3 +302,36 @@ def test_every_role_is_accepted_by_a_strict_reasoning_endpoint_configured_by_the
     roles = {b["max_completion_tokens"] for b in s.bodies}
     assert all("max_tokens" not in b and "temperature" not in b for b in s.bodies)
     assert {16 + 4096, 4 + 4096} <= roles  # the judge's and the importance scorer's budgets, with room to reason
+
+
+def test_an_estimate_sends_nothing_and_counts_a_repeated_request_as_cached(isolated_llm, strict, tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("MEMLIFE_LLM_MODE", "estimate")
+    monkeypatch.setenv(isolated_llm.ESTIMATE_SEEN_ENV, str(tmp_path / "seen"))
+    c = client_for(isolated_llm, strict, model="gpt-4o")
+    first = c.complete(MSG("how much?"), max_tokens=50)
+    again = c.complete(MSG("how much?"), max_tokens=50)
+    assert strict.received == {} and not first.cached and again.cached
+    assert first.completion_tokens == 50 and first.prompt_tokens > 0  # the whole budget: the worst case
+    s = isolated_llm.summarize_calls(tmp_path / "results" / "usage" / "pytest.calls.jsonl")
+    assert (s["calls"], s["live_calls"]) == (2, 1)
+    assert s["usd_estimate"] == pytest.approx(isolated_llm.price_usd("gpt-4o", first.prompt_tokens, 50), abs=1e-6)
+    monkeypatch.setenv("MEMLIFE_LLM_MODE", "live")
+    assert not c.complete(MSG("how much?"), max_tokens=50).cached and sum(strict.received.values()) == 1
+
+
+def test_the_closing_summary_says_what_the_run_spent_against_its_cap(isolated_llm, monkeypatch, tmp_path):
+    from memlife import runner, spending
+
+    monkeypatch.setenv(spending.RUN_ENV, "run-7")
+    isolated_llm.configure(None, run="pytest", spend_cap_usd=3.0)
+    spending.settle(spending.reserve(0.5, 3.0, role="reader", model="gpt-4o"), 0.12)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "12_memops_eval.ipynb").write_text("{}")
+    usage = tmp_path / "results" / "usage"
+    usage.mkdir(parents=True, exist_ok=True)
+    (usage / "12_memops_eval.json").write_text(json.dumps({
+        "notebook": "12_memops_eval", "profile": "quick", "wall_s": 3, "calls": 1, "cached_calls": 0,
+        "recorded_calls": 0, "live_calls": 1, "prompt_tokens": 5, "completion_tokens": 2, "usd_estimate": 0.12,
+        "outputs": [], "notices": []}))
+    assert "spent $0.1200 of the $3.00 cap in this run (MEMLIFE_SPEND_RUN=run-7" in runner.summary("quick", root=tmp_path)

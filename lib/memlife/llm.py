@@ -207,7 +207,7 @@ def endpoint_for(role: str) -> Endpoint:
             break
     structured = prof.get("structured_output", True)
     if os.environ.get(f"MEMLIFE_{role.upper()}_STRUCTURED") is not None:
-        structured = os.environ[f"MEMLIFE_{role.upper()}_STRUCTURED"] not in ("0", "false", "no")
+        structured = _flag(role, "STRUCTURED", os.environ[f"MEMLIFE_{role.upper()}_STRUCTURED"])
     if base_url is None:
         return Endpoint(role=role, model=model, structured_output=bool(structured),
                         timeout_s=float(_env(role, "TIMEOUT_S") or prof.get("timeout_s", 600)),
