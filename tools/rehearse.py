@@ -1,18 +1,29 @@
-"""A dress rehearsal: a profile's model-calling notebooks, estimated and then run end to end against
-the strict loopback emulator (tests/strictserver.py) playing an endpoint, with every role pointed at
-it by the README's variables alone.
+"""A dress rehearsal: a profile's notebooks, estimated and then run end to end against the strict
+loopback emulator (tests/strictserver.py) playing an endpoint, with every role pointed at it by the
+README's variables alone.
 
     .venv/bin/python tools/rehearse.py --profile quick --model gpt-5-mini            # OpenAI reasoning model
     .venv/bin/python tools/rehearse.py --profile quick --model Qwen/Qwen2.5-7B-Instruct --window 32768
+    .venv/bin/python tools/rehearse.py --profile paper --fraction 0.01               # the paper profile, 1/100
+
+`--fraction F` runs the profile on F of its questions and conversations (rounded up) and leaves
+every per-item size as it is: history lengths, budgets, k, the restore cap, seeds, models, token
+budgets. Where a profile reads the real LongMemEval-S file and it is not on disk, the rehearsal
+builds LongMemEval-format questions of the same history length instead (`source: built`). The
+model-free controls (14, 25) check coverage over at least `min_clusters` clusters, which a small
+fraction does not have, so a scaled rehearsal leaves them out; they make no model call.
 
 Prints, per notebook and role, the estimate's calls and prompt tokens against what
-results/usage recorded, and each notebook's wall time and peak memory (GNU time, the notebook's
-whole process tree); everything runs in scratch projects under .cache/, with a cache of its own.
+results/usage recorded, and each notebook's wall time and peak resident memory (GNU time: the
+largest process of the notebook's tree, its kernel). Everything runs in scratch projects under
+.cache/, with a model-call cache of its own; the figures are also written as JSON (--out).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import math
 import os
 import shutil
 import signal
@@ -21,10 +32,72 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from memlife import estimate  # noqa: E402
+from memlife import estimate, longmem  # noqa: E402
+
+# What a fraction scales: the number of items each notebook works through. Everything per item stays.
+CONTROLS = ("14_memops_controls", "25_restore_controls")
+PAPER_TOPIC_OPERATIONS = 5  # conversations planned per topic (one per operation type)
+
+
+def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool) -> tuple[dict, list[str]]:
+    """The profile `cfg` at `fraction` of its items, and a line per change saying what changed."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    out, changes = copy.deepcopy(cfg), []
+    nbs = out["notebooks"]
+
+    def at(n: int) -> int:
+        return max(1, math.ceil(n * fraction))
+
+    def set_(nb: str, key: str, value) -> None:
+        if nbs.get(nb, {}).get(key) != value:
+            changes.append(f"{nb}.{key}: {nbs[nb].get(key)!r} -> {value!r}")
+            nbs[nb][key] = value
+
+    build = nbs.get("10_memops_build")
+    if build is not None:
+        planned = PAPER_TOPIC_OPERATIONS * build["n_topics"]
+        conversations = at(min(planned, build.get("max_conversations") or planned))
+        if fraction < 1:
+            set_("10_memops_build", "max_conversations", conversations)
+        evaluation = nbs.get("12_memops_eval")
+        if evaluation is not None and evaluation.get("max_instances") is None and fraction < 1:
+            set_("12_memops_eval", "max_instances", conversations)
+    # A fraction of the real file is not a LongMemEval-S subset the notebooks know how to take, and
+    # the file cannot be had everywhere: questions of its history length are built instead.
+    restore = [nb for nb in ("20_longmem_data", "21_eviction", "22_read_restore") if nb in nbs]
+    if any(nbs[nb].get("source") == "real" for nb in restore) and (fraction < 1 or not real_data_present):
+        for nb in restore:
+            set_(nb, "source", "built")
+    if "20_longmem_data" in nbs and fraction < 1:
+        set_("20_longmem_data", "n_questions", at(nbs["20_longmem_data"]["n_questions"]))
+        if "22_read_restore" in nbs:
+            set_("22_read_restore", "judge_audit_items", at(nbs["22_read_restore"]["judge_audit_items"]))
+    return out, changes
+
+
+def rehearsal_root(profile: str, fraction: float) -> tuple[Path, list[str]]:
+    """A project root whose configs/<profile>.yaml is the scaled profile; every other input linked."""
+    base = ROOT / ".cache" / "rehearsal-root" / profile
+    shutil.rmtree(base, ignore_errors=True)
+    (base / "configs").mkdir(parents=True)
+    for rel in ("notebooks", "results/replies", "results/paper_reference", "data/longmemeval", "data/ultrachat",
+                "tests/data"):
+        src = ROOT / rel
+        if src.exists():
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base / rel).symlink_to(src.resolve(), target_is_directory=src.is_dir())
+    cfg = yaml.safe_load((ROOT / "configs" / f"{profile}.yaml").read_text())
+    scaled, changes = scale_profile(cfg, fraction, real_data_present=(ROOT / longmem.LONGMEMEVAL_S_RELPATH).is_file())
+    (base / "configs" / f"{profile}.yaml").write_text(
+        f"# {profile} at fraction {fraction} for a dress rehearsal (tools/rehearse.py)\n"
+        + yaml.safe_dump(scaled, sort_keys=False))
+    return base, changes
 
 
 def main() -> int:
@@ -33,9 +106,14 @@ def main() -> int:
     ap.add_argument("--model", default="gpt-5-mini")
     ap.add_argument("--window", type=int, default=400_000)
     ap.add_argument("--audit-model", default="gpt-4.1-mini", help="the judge_audit role's (another model)")
-    ap.add_argument("--notebook", action="append")
+    ap.add_argument("--fraction", type=float, default=1.0, help="of the profile's questions and conversations")
+    ap.add_argument("--notebook", action="append", help="only these (default: every notebook, in order)")
+    ap.add_argument("--out", type=Path, help="the figures as JSON (default .cache/rehearsal/<profile>/rehearsal.json)")
     a = ap.parse_args()
-    notebooks = a.notebook or list(estimate.CALLING)
+    base, changes = rehearsal_root(a.profile, a.fraction)
+    every = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    notebooks = a.notebook or [n for n in every if a.fraction == 1 or n not in CONTROLS]
+    calling = [n for n in notebooks if n in estimate.CALLING]
     cache = ROOT / ".cache" / "rehearsal-cache"
     shutil.rmtree(cache, ignore_errors=True)
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "strictserver.py"), "--window", str(a.window)],
@@ -49,12 +127,15 @@ def main() -> int:
     if llm.price_usd(a.model, 1, 1) is None:
         env["MEMLIFE_PRICE_PER_MTOK"] = "0,0"  # a self-hosted model
     os.environ.update(env)
+    print(f"== rehearsal: profile {a.profile} at fraction {a.fraction}, every role -> emulator as {a.model} "
+          f"(window {a.window})", *(f"   {c}" for c in changes), sep="\n", flush=True)
+    ran = []
     try:
         t0 = time.perf_counter()
-        est = estimate.run(a.profile, notebooks, root=ROOT, dest=cache / "estimate.json")
+        est = estimate.run(a.profile, calling, root=base, dest=cache / "estimate.json")
         est_s = time.perf_counter() - t0
-        scratch = estimate.prepare(a.profile, ROOT, kind="rehearsal")
-        ran = []
+        print(f"   estimate of {calling} in {est_s:.0f} s; failed: {est['failed'] or 'none'}", flush=True)
+        scratch = estimate.prepare(a.profile, base, kind="rehearsal")
         for nb in notebooks:
             timing = scratch / f"{nb}.time"
             proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(timing), sys.executable, "-m",
@@ -64,26 +145,40 @@ def main() -> int:
             usage = json.loads((scratch / "results" / "usage" / f"{nb}.json").read_text()) if proc.returncode == 0 else {}
             ran.append({"notebook": nb, "rc": proc.returncode, "wall_s": float(wall), "peak_mb": int(peak_kb) // 1024,
                         **usage})
+            print(f"   {nb}: rc {proc.returncode}, {float(wall):.0f} s, {int(peak_kb) // 1024:,} MB", flush=True)
+            if proc.returncode:
+                break
     finally:
         server.send_signal(signal.SIGINT)
         tail = server.communicate(timeout=30)[0]
     emulator = json.loads(tail.strip().splitlines()[-1])
-    print(f"== rehearsal: profile {a.profile}, every role -> emulator as {a.model} (window {a.window}); "
-          f"estimate in {est_s:.0f} s; emulator accepted {emulator['accepted']} requests, rejected "
-          f"{len(emulator['rejected'])}: {emulator['rejected'][:3]}")
-    print(f"{'notebook':<18} {'role':<11} {'est. calls':>10} {'sent':>6} {'est. prompt':>12} {'sent prompt':>12} "
+    report = {"profile": a.profile, "fraction": a.fraction, "model": a.model, "window": a.window,
+              "audit_model": a.audit_model, "changes": changes, "estimate_s": round(est_s, 1),
+              "estimate": est, "ran": ran, "accepted": emulator["accepted"], "rejected": emulator["rejected"]}
+    out = a.out or ROOT / ".cache" / "rehearsal" / a.profile / "rehearsal.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    print(f"== emulator accepted {emulator['accepted']} requests, rejected {len(emulator['rejected'])}: "
+          f"{emulator['rejected'][:3]}")
+    print(f"{'notebook':<20} {'role':<11} {'est. calls':>10} {'sent':>6} {'est. prompt':>12} {'sent prompt':>12} "
           f"{'wall s':>7} {'peak MB':>8}")
     by_nb = {e["notebook"]: e for e in est["notebooks"]}
+    off = []
     for r in ran:
         e = by_nb.get(r["notebook"], {})
         roles = sorted(set(e.get("by_role", {})) | set(r.get("by_role", {}))) or ["-"]
         for i, role in enumerate(roles):
             er, rr = e.get("by_role", {}).get(role, {}), r.get("by_role", {}).get(role, {})
+            for what in ("live_calls", "prompt_tokens"):
+                if r["notebook"] in calling and abs(er.get(what, 0) - rr.get(what, 0)) > 0.1 * max(rr.get(what, 0), 1):
+                    off.append(f"{r['notebook']} {role} {what}: estimated {er.get(what, 0):,}, sent {rr.get(what, 0):,}")
             tail = f"{r['wall_s']:>7.0f} {r['peak_mb']:>8,}" if i == 0 else ""
-            print(f"{r['notebook'][:18]:<18} {role:<11} {er.get('live_calls', 0):>10,} {rr.get('live_calls', 0):>6,} "
+            print(f"{r['notebook'][:20]:<20} {role:<11} {er.get('live_calls', 0):>10,} {rr.get('live_calls', 0):>6,} "
                   f"{er.get('prompt_tokens', 0):>12,} {rr.get('prompt_tokens', 0):>12,} {tail}"
                   + ("" if r["rc"] == 0 else f"  FAILED rc {r['rc']}"))
-    return 0 if all(r["rc"] == 0 for r in ran) and not emulator["rejected"] else 1
+    print("estimate within 10% of what was sent" if not off else "estimate more than 10% off:", *off, sep="\n  ")
+    print(f"figures: {out}")
+    return 0 if all(r["rc"] == 0 for r in ran) and not emulator["rejected"] and not off else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,50 @@
+"""The dress rehearsal's scaled profile: a fraction of the items, every per-item size as it is."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("rehearse", ROOT / "tools" / "rehearse.py")
+rehearse = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rehearse)
+
+
+def paper() -> dict:
+    return yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
+
+
+def test_a_fraction_of_the_paper_profile_scales_items_and_keeps_every_per_item_size():
+    cfg = paper()
+    scaled, changes = rehearse.scale_profile(cfg, 0.01, real_data_present=False)
+    nbs, before = scaled["notebooks"], cfg["notebooks"]
+    assert nbs["10_memops_build"]["max_conversations"] == 5  # ceil(403 / 100)
+    assert nbs["12_memops_eval"]["max_instances"] == 5
+    assert nbs["20_longmem_data"]["n_questions"] == 5  # ceil(470 / 100)
+    assert nbs["22_read_restore"]["judge_audit_items"] == 4  # ceil(396 / 100)
+    assert {nbs[n]["source"] for n in ("20_longmem_data", "21_eviction", "22_read_restore")} == {"built"}
+    for nb, key in [("10_memops_build", "n_topics"), ("10_memops_build", "longctx_tokens"),
+                    ("20_longmem_data", "history_tokens"), ("21_eviction", "budgets"), ("21_eviction", "seeds"),
+                    ("22_read_restore", "k"), ("22_read_restore", "restore_cap"),
+                    ("12_memops_eval", "reader_max_tokens"), ("12_memops_eval", "systems")]:
+        assert nbs[nb][key] == before[nb][key], (nb, key)
+    assert scaled["models"] == cfg["models"] and scaled["tracks"] == cfg["tracks"]
+    assert cfg["notebooks"]["10_memops_build"]["max_conversations"] == 403  # the input is not changed
+    assert "10_memops_build.max_conversations: 403 -> 5" in changes
+    assert "20_longmem_data.source: 'real' -> 'built'" in changes
+
+
+def test_the_whole_profile_is_unchanged_when_the_real_file_is_there_and_built_when_it_is_not():
+    cfg = paper()
+    assert rehearse.scale_profile(cfg, 1.0, real_data_present=True) == (cfg, [])
+    scaled, changes = rehearse.scale_profile(cfg, 1.0, real_data_present=False)
+    assert scaled["notebooks"]["20_longmem_data"]["n_questions"] == 470
+    assert scaled["notebooks"]["22_read_restore"]["source"] == "built"
+    assert len(changes) == 3
+
+
+@pytest.mark.parametrize("fraction", [0, -0.5, 1.5])
+def test_a_fraction_outside_zero_to_one_is_refused(fraction):
+    with pytest.raises(ValueError, match="fraction"):
+        rehearse.scale_profile(paper(), fraction, real_data_present=False)
