@@ -40,3 +40,19 @@ def test_the_estimate_counts_the_calls_and_prompt_tokens_the_run_then_makes(isol
             assert abs(er["prompt_tokens"] - rr["prompt_tokens"]) <= 0.1 * rr["prompt_tokens"], (e["notebook"], role)
             assert er["completion_tokens"] >= rr["completion_tokens"]  # the budget: an upper bound
     assert {r for e in est["notebooks"] for r in e["by_role"]} == {"scorer", "reader", "judge"}
+
+
+def test_a_scratch_project_finds_memos_environment_so_memos_is_run_and_counted(tmp_path, monkeypatch):
+    from memlife import estimate
+    from memlife.memops import systems
+
+    monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MEMLIFE_MEMOS_PYTHON", raising=False)
+    (tmp_path / "notebooks").mkdir()
+    memos = tmp_path / ".venv-memos" / "bin" / "python"
+    memos.parent.mkdir(parents=True)
+    memos.write_text("")
+    scratch = estimate.prepare("paper", tmp_path)
+    assert systems.memos_python(scratch).is_file()
+    monkeypatch.setenv("MEMLIFE_ROOT", str(scratch))
+    assert systems.memos_available()

@@ -87,7 +87,7 @@ def rehearsal_root(profile: str, fraction: float) -> tuple[Path, list[str]]:
     shutil.rmtree(base, ignore_errors=True)
     (base / "configs").mkdir(parents=True)
     for rel in ("notebooks", "results/replies", "results/paper_reference", "data/longmemeval", "data/ultrachat",
-                "tests/data"):
+                "tests/data", ".venv-memos"):
         src = ROOT / rel
         if src.exists():
             (base / rel).parent.mkdir(parents=True, exist_ok=True)
