@@ -1,7 +1,9 @@
 # memlife — the whole pipeline as a make DAG.
-#   make reproduce            every notebook at PROFILE=quick (the committed tables and figures),
-#                             answered from the shipped recording of the model's replies
+#   make reproduce            every notebook at PROFILE=quick, answered from the shipped recording
+#                             of the model's replies; everything lands under results/quick/
 #   make reproduce LIVE=1     the same, every reply asked of the model again (may differ by CPU)
+#   make publish              the quick run's tables, figures and replies become the committed ones
+#                             (results/tables/, figures/, results/replies/quick.*)
 #   make export-replies       record the last run's replies (results/replies/$(PROFILE).jsonl.gz)
 #   make estimate PROFILE=paper   what a run would send and cost, before sending anything
 #   make smoke                every notebook at the smoke profile (what CI and nbval run)
@@ -9,11 +11,15 @@
 #   make bench                benchmarks that print figures
 #   make -j2 reproduce        independent notebooks in parallel; prerequisites respected
 #   make reproduce V=1        everything the notebooks and installers print, in the terminal
-# PROFILE=smoke|quick|paper picks configs/$(PROFILE).yaml.
+# PROFILE=NAME picks configs/NAME.yaml (smoke, quick, paper, or one of your own): its outputs go
+# under results/NAME/ and data/NAME/, never over another profile's.
+#
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PROFILE ?= quick
+PROFILE_FILE := configs/$(PROFILE).yaml
+RUN_DIR := results/$(PROFILE)
 export PYTHONUNBUFFERED := 1
 export MEM0_TELEMETRY := False
 export HF_HUB_OFFLINE := 1
@@ -86,36 +92,34 @@ MEMOS_PACKAGES := MemoryOS==2.0.33 qdrant-client==1.20.0 sentence-transformers==
 # answered from it first, so its tables come out the same on every machine; LIVE=1 asks the model
 # again. A run that replays needs no llama-server up front: the first request missing from the
 # recording builds it (memlife.serve), so the six-minute build is paid only when it is used.
-RECORDING := $(shell sed -n 's/^recorded_replies: *\([^ #]*\).*/\1/p' configs/$(PROFILE).yaml 2>/dev/null)
+RECORDING := $(shell sed -n 's/^recorded_replies: *\([^ #]*\).*/\1/p' $(PROFILE_FILE) 2>/dev/null)
 ifeq ($(LIVE),1)
   export MEMLIFE_REPLIES := off
-  RUN_ENV := env
+  RUN_ENV := env-live
 else ifneq ($(or $(MEMLIFE_REPLIES),$(filter-out null,$(RECORDING))),)
   RUN_ENV := env-replay
 else
-  RUN_ENV := env
+  RUN_ENV := env-live
 endif
 
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
-EXECUTED := $(NOTEBOOKS:notebooks/%=results/notebooks/%)
+EXECUTED := $(NOTEBOOKS:notebooks/%=$(RUN_DIR)/notebooks/%)
 LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
-
-# Executed notebooks depend on the profile they ran under: results/.profile changes (and so is
-# newer than every executed notebook) only when PROFILE differs from the last run's.
-$(shell mkdir -p results; [ "$$(cat results/.profile 2>/dev/null)" = "$(PROFILE)" ] || echo $(PROFILE) > results/.profile)
 
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-replay llama-server memos-env export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env publish export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,/^# PROFILE/p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^#$$/p' Makefile | sed 's/^# \{0,1\}//'
 
 # ------------------------------------------------------------------------------ environment
+# MemOS's environment is for the tests and the one notebook that runs MemOS (12_memops_eval, below).
 env: $(ENV_STAMP) $(GGUF_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
-env-replay: $(ENV_STAMP) $(GGUF_STAMP) $(MEMOS_STAMP)
+env-live: $(ENV_STAMP) $(GGUF_STAMP) $(MODEL_STAMP)
+env-replay: $(ENV_STAMP) $(GGUF_STAMP)
 llama-server: $(MODEL_STAMP)
 memos-env: $(MEMOS_STAMP)
 
@@ -175,20 +179,25 @@ $(MEMOS_STAMP):
 	@touch $@
 
 # ------------------------------------------------------------------------------ notebooks
-results/notebooks/%.ipynb: notebooks/%.ipynb configs/$(PROFILE).yaml results/.profile $(LIB) | $(RUN_ENV)
+# A profile is a file: a run of one that does not exist stops here, naming the ones that do.
+configs/%.yaml:
+	@echo "PROFILE=$*: there is no configs/$*.yaml; the profiles here: $(basename $(notdir $(wildcard configs/*.yaml)))" >&2; exit 2
+
+$(RUN_DIR)/notebooks/%.ipynb: notebooks/%.ipynb $(PROFILE_FILE) $(LIB) | $(RUN_ENV)
 	@echo "== [$(PROFILE)] $*"
 	@$(PY) -m memlife.runner $* --profile $(PROFILE)
 
 # The DAG between notebooks: what each reads from another.
-results/notebooks/11_memops_stats.ipynb: results/notebooks/10_memops_build.ipynb
-results/notebooks/12_memops_eval.ipynb: results/notebooks/10_memops_build.ipynb $(MEMOS_STAMP)
-results/notebooks/13_memops_tables.ipynb: results/notebooks/12_memops_eval.ipynb
-results/notebooks/21_eviction.ipynb: results/notebooks/20_longmem_data.ipynb
-results/notebooks/22_read_restore.ipynb: results/notebooks/21_eviction.ipynb
-results/notebooks/23_decomposition.ipynb: results/notebooks/22_read_restore.ipynb
-results/notebooks/24_robustness.ipynb: results/notebooks/22_read_restore.ipynb
+NB := $(RUN_DIR)/notebooks
+$(NB)/11_memops_stats.ipynb: $(NB)/10_memops_build.ipynb
+$(NB)/12_memops_eval.ipynb: $(NB)/10_memops_build.ipynb $(MEMOS_STAMP)
+$(NB)/13_memops_tables.ipynb: $(NB)/12_memops_eval.ipynb
+$(NB)/21_eviction.ipynb: $(NB)/20_longmem_data.ipynb
+$(NB)/22_read_restore.ipynb: $(NB)/21_eviction.ipynb
+$(NB)/23_decomposition.ipynb: $(NB)/22_read_restore.ipynb
+$(NB)/24_robustness.ipynb: $(NB)/22_read_restore.ipynb
 
-nb = $(filter $(addprefix results/notebooks/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
+nb = $(filter $(addprefix $(NB)/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
 data: $(call nb,10_memops_build 20_longmem_data)
 run: $(call nb,12_memops_eval 21_eviction 22_read_restore)
 # 14_memops_controls and 25_restore_controls build their own paper-scale data offline: no
@@ -198,8 +207,12 @@ stats figures: $(call nb,11_memops_stats 13_memops_tables 14_memops_controls 23_
 # The closing summary: what ran in this make, its calls and cost, what it wrote, what it flagged.
 reproduce: $(EXECUTED)
 	@$(PY) -m memlife.runner summary --profile $(PROFILE) --since $(START)
-	@if [ "$(PROFILE)" = "$$($(PY) -c 'from memlife import paths; print(paths.COMMITTED_PROFILE)')" ]; then \
-	  $(PY) -m memlife.replies export --profile $(PROFILE); fi
+
+# The committed outputs come from a whole quick run, copied only when asked: an experiment on any
+# profile, quick included, never changes them by itself.
+publish: $(patsubst notebooks/%,results/quick/notebooks/%,$(NOTEBOOKS)) | $(ENV_STAMP)
+	@$(PY) -m memlife.report publish --profile quick
+	@$(PY) -m memlife.replies export --profile quick
 
 # What a run would send and cost, before any call is made (memlife.estimate); NB=NN_name for one
 # notebook. It needs no llama-server and no endpoint key.
@@ -207,7 +220,7 @@ estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(MEMOS_STAMP)
 	@$(PY) -m memlife.estimate --profile $(PROFILE) $(if $(NB),--notebook $(NB))
 
 # Any profile's last run as a recording others can replay (MEMLIFE_REPLIES=FILE).
-export-replies: | $(RUN_ENV)
+export-replies: | $(ENV_STAMP)
 	$(PY) -m memlife.replies export --profile $(PROFILE)
 
 smoke:
@@ -244,8 +257,10 @@ bench: env
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
 
 # ------------------------------------------------------------------------------ cleaning
+# Everything a run rebuilds, for every profile; the downloads in data/raw/ stay.
 clean:
-	rm -rf results/notebooks results/usage results/logs results/smoke results/quick results/paper results/.profile data
+	rm -rf results/logs results/usage results/spending.sqlite \
+	  $(foreach p,$(basename $(notdir $(wildcard configs/*.yaml))),results/$(p) data/$(p))
 
 clean-cache:
 	rm -rf .cache

@@ -49,14 +49,39 @@ def test_notebooks_are_committed_without_outputs(nb):
 
 
 def test_unknown_profile_and_section_are_named(tmp_path):
-    with pytest.raises(ValueError, match="unknown profile 'huge'"):
-        paths.layout("huge")
+    with pytest.raises(ValueError, match=r"unknown profile 'huge': no .*configs/huge.yaml \(profiles here: paper, quick, smoke\)"):
+        paths.layout("huge", ROOT)
+    with pytest.raises(ValueError, match="profile name '../quick'"):
+        paths.layout("../quick", ROOT)
     with pytest.raises(KeyError, match="notebooks.99_missing"):
         config.notebook_params("smoke", "99_missing", ROOT)
 
 
-def test_profile_outputs_are_scoped():
-    q, s = paths.layout("quick", ROOT), paths.layout("smoke", ROOT)
-    assert q.tables == ROOT / "results" / "tables" and q.figures == ROOT / "figures"
-    assert s.tables == ROOT / "results" / "smoke" / "tables"
-    assert q.data != s.data and q.run != s.run
+def test_any_profile_file_is_a_profile_and_every_output_is_scoped_under_its_name(tmp_path):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "myexp.yaml").write_text((ROOT / "configs" / "quick.yaml").read_text())
+    assert paths.profiles(tmp_path) == ["myexp"]
+    lay = paths.layout("myexp", tmp_path)
+    run = tmp_path / "results" / "myexp"
+    assert (lay.tables, lay.figures, lay.notebooks, lay.usage, lay.run_logs) == (
+        run / "tables", run / "figures", run / "notebooks", run / "usage", run / "logs")
+    assert lay.data == tmp_path / "data" / "myexp"
+    assert config.notebook_params("myexp", "21_eviction", tmp_path)["budgets"]
+
+
+def test_no_profile_writes_the_committed_outputs():
+    tables, figures = paths.published(ROOT)
+    for name in paths.profiles(ROOT):
+        lay = paths.layout(name, ROOT)
+        assert not {lay.tables, lay.figures, lay.run} & {tables, figures}
+        assert lay.run.is_relative_to(ROOT / "results" / name)
+
+
+def test_a_profile_is_named_by_its_file_and_a_contradicting_field_is_refused(tmp_path):
+    (tmp_path / "configs").mkdir()
+    quick = (ROOT / "configs" / "quick.yaml").read_text()
+    (tmp_path / "configs" / "myexp.yaml").write_text(quick)
+    assert config.notebook_params("myexp", "23_decomposition", tmp_path)["profile"] == "myexp"
+    (tmp_path / "configs" / "other.yaml").write_text(quick.replace("common:\n", "common:\n  profile: quick\n"))
+    with pytest.raises(ValueError, match=r"other.yaml: field 'profile' is 'quick', but a profile is named by its file"):
+        config.notebook_params("other", "23_decomposition", tmp_path)

@@ -328,7 +328,9 @@ def test_the_closing_summary_says_what_the_run_spent_against_its_cap(isolated_ll
     spending.settle(spending.reserve(0.5, 3.0, role="reader", model="gpt-4o"), 0.12)
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "12_memops_eval.ipynb").write_text("{}")
-    usage = tmp_path / "results" / "usage"
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "quick.yaml").write_text("common: {}\nnotebooks: {}\n")
+    usage = tmp_path / "results" / "quick" / "usage"
     usage.mkdir(parents=True, exist_ok=True)
     (usage / "12_memops_eval.json").write_text(json.dumps({
         "notebook": "12_memops_eval", "profile": "quick", "wall_s": 3, "calls": 1, "cached_calls": 0,

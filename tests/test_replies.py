@@ -18,8 +18,9 @@ PROMPTS = ("Where does Maya live?", "Which plan am I on?", "What is my locker nu
 
 def _run(llm, client, run: str, prompts=PROMPTS, profile="smoke"):
     """One 'notebook' run: its calls logged under `run`, then its summary, as the runner writes."""
-    llm._settings["run"] = run
+    llm._settings["run"], llm._settings["profile"] = run, profile  # as the notebook's llm.configure(profile)
     usage = llm.paths.layout(profile).usage
+    usage.mkdir(parents=True, exist_ok=True)
     (usage / f"{run}.calls.jsonl").unlink(missing_ok=True)
     out = [client.complete(MSG(p), max_tokens=8) for p in prompts]
     summary = {"notebook": run, "profile": profile, **llm.summarize_calls(usage / f"{run}.calls.jsonl")}
@@ -33,7 +34,8 @@ def repo(isolated_llm, tmp_path):
     (tmp_path / "notebooks").mkdir()
     for nb in ("01_first", "02_second"):
         (tmp_path / "notebooks" / f"{nb}.ipynb").write_text("{}")
-    (tmp_path / "results" / "usage").mkdir(parents=True)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "smoke.yaml").write_text("common: {}\nnotebooks: {}\n")
     return tmp_path
 
 
@@ -163,7 +165,7 @@ def test_export_refuses_an_incomplete_run(repo, isolated_llm, fault_server):
     with pytest.raises(replies.RepliesError, match=r"02_second has no finished run .*make reproduce PROFILE=smoke"):
         replies.export("smoke")
     _run(llm, client, "02_second", PROMPTS[:1], profile="smoke")
-    summary = repo / "results" / "usage" / "02_second.json"
+    summary = repo / "results" / "smoke" / "usage" / "02_second.json"
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "profile": "quick"}))
     with pytest.raises(replies.RepliesError, match="02_second last ran under profile 'quick'"):
         replies.export("smoke")

@@ -1,5 +1,6 @@
 """memlife.report: tables and figures written byte for byte the same on every run."""
 import pandas as pd
+import pytest
 
 from memlife import report
 
@@ -28,3 +29,33 @@ def test_save_table_is_byte_identical_across_runs(tmp_path):
     report.save_table(df, "t", tmp_path / "y")
     for ext in ("csv", "md"):
         assert (tmp_path / "x" / f"t.{ext}").read_bytes() == (tmp_path / "y" / f"t.{ext}").read_bytes()
+
+
+def test_publish_copies_a_complete_runs_tables_and_figures_and_drops_what_it_no_longer_writes(tmp_path):
+    import pandas as pd
+
+    from memlife import paths, report
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "quick.yaml").write_text("common: {}\nnotebooks: {}\n")
+    (tmp_path / "notebooks").mkdir()
+    for nb in ("10_a", "20_b"):
+        (tmp_path / "notebooks" / f"{nb}.ipynb").write_text("{}")
+    lay = paths.layout("quick", tmp_path)
+    report.save_table(pd.DataFrame({"a": [1]}), "t1", lay.tables)
+    tables, figures = paths.published(tmp_path)
+    tables.mkdir(parents=True)
+    (tables / "gone.csv").write_text("old\n")
+    (tables / "README.txt").write_text("kept: not an output\n")
+    lay.notebooks.mkdir(parents=True)
+    (lay.notebooks / "10_a.ipynb").write_text("{}")
+    with pytest.raises(SystemExit, match=r"incomplete, \['20_b'\] did not execute"):
+        report.publish("quick", tmp_path)
+    assert not (tables / "t1.csv").exists()  # nothing copied from a partial run
+
+    (lay.notebooks / "20_b.ipynb").write_text("{}")
+    changed = report.publish("quick", tmp_path)
+    assert changed == {"results/tables": ["t1.csv", "t1.md", "gone.csv (removed)"], "figures": []}
+    assert (tables / "t1.csv").read_bytes() == (lay.tables / "t1.csv").read_bytes()
+    assert sorted(p.name for p in tables.iterdir()) == ["README.txt", "t1.csv", "t1.md"]
+    assert report.publish("quick", tmp_path) == {"results/tables": [], "figures": []}

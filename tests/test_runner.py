@@ -36,8 +36,8 @@ def test_no_api_key_in_results_cache_logs_or_notebooks(repo_copy, monkeypatch, f
         if p.is_file():
             scanned += 1
             assert secret.encode() not in p.read_bytes(), f"API key found in {p}"
-    assert (root / "results" / "notebooks" / "00_backend.ipynb").exists()
-    assert (root / "results" / "usage" / "00_backend.json").exists()
+    assert (root / "results" / "smoke" / "notebooks" / "00_backend.ipynb").exists()
+    assert (root / "results" / "smoke" / "usage" / "00_backend.json").exists()
     assert scanned >= 4
 
 
@@ -75,7 +75,7 @@ def test_no_embedded_server_key_in_results_cache_logs_or_notebooks(repo_copy, mo
                 assert key not in p.read_bytes(), f"the embedded server's key found in {p}"
         assert {"results", ".cache"} <= scanned
         assert (root / "results" / "logs" / "llama-server.log").is_file()
-        assert (root / "results" / "notebooks" / "00_backend.ipynb").is_file()
+        assert (root / "results" / "smoke" / "notebooks" / "00_backend.ipynb").is_file()
         assert any((root / ".cache" / "llm").iterdir())
     finally:
         serve.stop_server(server)
@@ -96,7 +96,7 @@ def test_second_run_makes_no_uncached_call(repo_copy, monkeypatch, fault_server)
     assert first["cached_calls"] < first["calls"]
     assert second["calls"] == first["calls"] and second["cached_calls"] == second["calls"]
     assert sum(fault_server.received.values()) == sent  # nothing reached the server
-    on_disk = json.loads((root / "results" / "usage" / "00_backend.json").read_text())
+    on_disk = json.loads((root / "results" / "smoke" / "usage" / "00_backend.json").read_text())
     assert on_disk["cached_calls"] == on_disk["calls"] and on_disk["unpriced_models"] == []
 
 
@@ -127,7 +127,7 @@ def test_a_failed_run_leaves_no_executed_copy_for_make_to_take_as_done(repo_copy
         cfg_path.write_text(yaml.safe_dump(cfg))
 
     _notebook(root / "notebooks" / "99_midway.ipynb")
-    executed = root / "results" / "notebooks" / "99_midway.ipynb"
+    executed = root / "results" / "smoke" / "notebooks" / "99_midway.ipynb"
     failed = executed.with_name("99_midway.FAILED.ipynb")
 
     # An earlier success, then a run that fails in its last cell.
@@ -165,7 +165,7 @@ def test_a_run_stopped_by_sigterm_leaves_only_a_failed_copy(repo_copy):
     nb.cells = [nbformat.v4.new_code_cell("started = True"), nbformat.v4.new_code_cell("import time\ntime.sleep(120)")]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "notebooks" / "98_long.ipynb")
-    out_dir = root / "results" / "notebooks"
+    out_dir = root / "results" / "smoke" / "notebooks"
 
     proc = subprocess.Popen([sys.executable, "-m", "memlife.runner", "98_long", "--profile", "smoke"], cwd=root)
     deadline = time.monotonic() + 90

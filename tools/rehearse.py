@@ -37,7 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from memlife import estimate, longmem  # noqa: E402
+from memlife import estimate, longmem, paths  # noqa: E402
 
 # What a fraction scales: the number of items each notebook works through. Everything per item stays.
 CONTROLS = ("14_memops_controls", "25_restore_controls")
@@ -142,7 +142,7 @@ def main() -> int:
                                    "memlife.runner", nb, "--profile", a.profile],
                                   cwd=ROOT, env={**os.environ, "MEMLIFE_ROOT": str(scratch)})
             wall, peak_kb = timing.read_text().split()[-2:]
-            usage = json.loads((scratch / "results" / "usage" / f"{nb}.json").read_text()) if proc.returncode == 0 else {}
+            usage = json.loads((paths.layout(a.profile, scratch).usage / f"{nb}.json").read_text()) if proc.returncode == 0 else {}
             ran.append({"notebook": nb, "rc": proc.returncode, "wall_s": float(wall), "peak_mb": int(peak_kb) // 1024,
                         **usage})
             print(f"   {nb}: rc {proc.returncode}, {float(wall):.0f} s, {int(peak_kb) // 1024:,} MB", flush=True)

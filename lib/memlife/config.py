@@ -10,7 +10,7 @@ from . import paths
 
 
 def profile_file(profile: str, root: Path | None = None) -> Path:
-    paths.layout(profile)  # validates the name
+    paths.layout(profile, root)  # validates the name
     return (Path(root) if root else paths.repo_root()) / "configs" / f"{profile}.yaml"
 
 
@@ -25,11 +25,16 @@ def load_profile(profile: str, root: Path | None = None) -> dict[str, Any]:
 
 
 def notebook_params(profile: str, notebook: str, root: Path | None = None) -> dict[str, Any]:
-    """The parameters papermill injects into `notebook` (a stem such as '20_longmem_data')."""
+    """The parameters papermill injects into `notebook` (a stem such as '20_longmem_data'). The
+    `profile` parameter is the file's name: a copy of quick.yaml saved as myexp.yaml is myexp."""
     cfg = load_profile(profile, root)
     if notebook not in cfg["notebooks"]:
         raise KeyError(f"{profile_file(profile, root)}: no section notebooks.{notebook}")
-    return {**cfg["common"], **(cfg["notebooks"][notebook] or {})}
+    params = {**cfg["common"], **(cfg["notebooks"][notebook] or {})}
+    if params.get("profile", profile) != profile:
+        raise ValueError(f"{profile_file(profile, root)}: field 'profile' is {params['profile']!r}, but a profile is "
+                         f"named by its file: remove the field (or make it {profile!r})")
+    return {**params, "profile": profile}
 
 
 # The notebooks' numbers say their track: 1x MemOps, 2x the restore audit (00 is neither).

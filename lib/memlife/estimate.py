@@ -65,7 +65,7 @@ def prepare(profile: str, root: Path | None = None, kind: str = "estimate") -> P
 def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None = None, quiet: bool = True,
         dest: Path | None = None) -> dict:
     """Run `notebooks` (default: every one that calls a model) in estimate mode; the estimate, as
-    written to `dest` (default results/usage/estimate-<profile>.json)."""
+    written to `dest` (default results/<profile>/usage/estimate-<profile>.json)."""
     from . import runner
 
     root = Path(root) if root else paths.repo_root()
@@ -85,7 +85,7 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
                 rows.append(runner.run_notebook(name, profile, root=scratch, quiet=quiet))
             except Exception as exc:  # counted up to where it stopped; later notebooks may need it
                 failed[name] = f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
-                usage = scratch / "results" / "usage" / f"{name}.calls.jsonl"
+                usage = paths.layout(profile, scratch).usage / f"{name}.calls.jsonl"
                 if usage.exists():
                     rows.append({"notebook": name, "profile": profile, **llm.summarize_calls(usage), "failed": True})
     out = {"profile": profile, "notebooks": rows, "failed": failed, "scratch": str(scratch)}
@@ -125,7 +125,7 @@ def render(est: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memlife.estimate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
+    ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
     ap.add_argument("--notebook", action="append", help="only this notebook (repeatable); default: all that call a model")
     args = ap.parse_args(argv)
     est = run(args.profile, args.notebook)

@@ -19,7 +19,7 @@
   timeouts, connection errors and malformed bodies, honouring Retry-After and the x-ratelimit-*
   headers. A call that still fails raises ``LLMCallError`` naming the request id. Failures are
   never cached; a refusal is a reply, cached and counted.
-- Accounting: every call (cached or not) is appended to ``results/usage/<run>.calls.jsonl``;
+- Accounting: every call (cached or not) is appended to ``results/<profile>/usage/<run>.calls.jsonl``;
   ``summarize_calls`` aggregates; a spending cap (``memlife.spending``) holds for the whole run,
   across processes: a call is sent only after its worst case is reserved under the cap.
 """
@@ -133,7 +133,7 @@ class Endpoint:
         return json.loads(self.extra_body) if self.extra_body else {}
 
 
-_settings: dict[str, Any] = {"models": {}, "run": None, "spend_cap_usd": None, "replies": None}
+_settings: dict[str, Any] = {"models": {}, "run": None, "spend_cap_usd": None, "replies": None, "profile": None}
 
 
 def configure(profile: str | None = None, *, run: str | None = None, track: str | None = None,
@@ -161,6 +161,7 @@ def configure(profile: str | None = None, *, run: str | None = None, track: str 
             recorded = paths.repo_root() / cfg["recorded_replies"]
     _settings["models"] = {**cfg_models, **(models or {})}
     _settings["replies"] = recorded
+    _settings["profile"] = profile
     # The environment wins over the profile, as everywhere else; an explicit argument over both.
     env_cap = os.environ.get("MEMLIFE_SPEND_CAP_USD")
     if spend_cap_usd is not None:
@@ -376,7 +377,7 @@ _cache_obj = None
 
 
 def cache_dir() -> Path:
-    return paths.layout("smoke").cache / "llm"
+    return paths.cache_dir() / "llm"
 
 
 def _cache():
@@ -531,8 +532,14 @@ def run_name() -> str:
     return _settings.get("run") or os.environ.get("MEMLIFE_RUN") or "adhoc"
 
 
+def usage_dir() -> Path:
+    """Where this process logs its calls: the configured profile's usage folder, else the ad hoc one."""
+    profile = _settings.get("profile")
+    return paths.layout(profile).usage if profile else paths.adhoc_usage()
+
+
 def _log_call(rec: dict) -> None:
-    d = paths.layout("smoke").usage
+    d = usage_dir()
     d.mkdir(parents=True, exist_ok=True)
     line = json.dumps(rec, sort_keys=True) + "\n"
     # One write() on an O_APPEND descriptor: lines from concurrent processes never interleave.
@@ -570,7 +577,7 @@ def _account(role: str, c: Completion, price: Callable[[int, int], float | None]
     if c.refusal is not None:
         rec["refusal"] = True
         _say_once(role, "refusal", f"role {role} ({c.model}) refused a request ({c.request_id[:16]}): "
-                                   f"{c.refusal[:120]!r}; refusals are recorded as such and counted in results/usage")
+                                   f"{c.refusal[:120]!r}; refusals are recorded as such and counted in the run's usage log")
     if empty:
         rec["empty"] = True
         hint = (f"; if it is a reasoning model, its reasoning used the whole budget: raise "

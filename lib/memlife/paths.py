@@ -1,18 +1,23 @@
 """Where every profile reads and writes.
 
-Outputs are scoped by profile so that a smoke run (what nbval and CI execute) never
-overwrites the quick profile's records, nor the tables and figures committed from it.
+A profile is any ``configs/<name>.yaml``. Everything a profile's run produces — executed
+notebooks, per-question records, usage logs, notebook logs, tables and figures — lands under
+``results/<name>/``, and its datasets under ``data/<name>/``, so that an experiment never
+overwrites another profile's outputs. The tables and figures committed at ``results/tables/`` and
+``figures/`` are the quick profile's, copied there only by ``make publish``. Downloads
+(``data/raw/``) are shared by every profile and survive ``make clean``.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-PROFILES = ("smoke", "quick", "paper")
-# The profile whose tables and figures are committed at results/tables and figures/.
+# The profile whose tables, figures and recorded replies are committed (`make publish`).
 COMMITTED_PROFILE = "quick"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 def repo_root() -> Path:
@@ -28,6 +33,12 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def profiles(root: Path | None = None) -> list[str]:
+    """Every profile the project has: the stems of configs/*.yaml."""
+    return sorted(p.stem for p in ((Path(root) if root else repo_root()) / "configs").glob("*.yaml")
+                  if _NAME.fullmatch(p.stem))
+
+
 @dataclass(frozen=True)
 class Layout:
     profile: str
@@ -39,44 +50,77 @@ class Layout:
 
     @property
     def run(self) -> Path:
-        """Per-question records and other rebuilt outputs of this profile."""
+        """Everything this profile's runs produce: records, tables, figures, notebooks, usage, logs."""
         return self.root / "results" / self.profile
 
     @property
     def tables(self) -> Path:
-        if self.profile == COMMITTED_PROFILE:
-            return self.root / "results" / "tables"
         return self.run / "tables"
 
     @property
     def figures(self) -> Path:
-        if self.profile == COMMITTED_PROFILE:
-            return self.root / "figures"
         return self.run / "figures"
 
     @property
-    def usage(self) -> Path:
-        return self.root / "results" / "usage"
+    def notebooks(self) -> Path:
+        """The executed copies of the notebooks."""
+        return self.run / "notebooks"
 
     @property
-    def logs(self) -> Path:
-        """Logs of what every profile shares: the llama-server build and server."""
-        return self.root / "results" / "logs"
+    def usage(self) -> Path:
+        """Per notebook: its model calls (NAME.calls.jsonl) and its summary (NAME.json)."""
+        return self.run / "usage"
 
     @property
     def run_logs(self) -> Path:
         """This profile's notebook logs: what each kernel printed and logged, its notices."""
-        return self.logs / self.profile
+        return self.run / "logs"
+
+    @property
+    def logs(self) -> Path:
+        """Logs of what every profile shares: the environment, the llama-server build and server."""
+        return shared_logs(self.root)
 
     @property
     def cache(self) -> Path:
-        return Path(os.environ.get("MEMLIFE_CACHE_DIR", self.root / ".cache"))
+        return cache_dir(self.root)
 
 
 def layout(profile: str, root: Path | None = None) -> Layout:
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
-    return Layout(profile=profile, root=Path(root) if root else repo_root())
+    """The paths of `profile`, which must name a file configs/<profile>.yaml."""
+    root = Path(root) if root else repo_root()
+    if not _NAME.fullmatch(profile or ""):
+        raise ValueError(f"profile name {profile!r}: use letters, digits, '_' and '-' (it names configs/<name>.yaml "
+                         f"and results/<name>/)")
+    if not (root / "configs" / f"{profile}.yaml").is_file():
+        raise ValueError(f"unknown profile {profile!r}: no {root / 'configs' / f'{profile}.yaml'} "
+                         f"(profiles here: {', '.join(profiles(root)) or 'none'})")
+    return Layout(profile=profile, root=root)
+
+
+def cache_dir(root: Path | None = None) -> Path:
+    """The model-call cache and other rebuildable state every profile shares (MEMLIFE_CACHE_DIR)."""
+    return Path(os.environ.get("MEMLIFE_CACHE_DIR") or (Path(root) if root else repo_root()) / ".cache")
+
+
+def shared_logs(root: Path | None = None) -> Path:
+    return (Path(root) if root else repo_root()) / "results" / "logs"
+
+
+def adhoc_usage(root: Path | None = None) -> Path:
+    """Where model calls made outside any profile (a Python session, a test) are logged."""
+    return (Path(root) if root else repo_root()) / "results" / "usage"
+
+
+def raw_data(root: Path | None = None) -> Path:
+    """Downloads (the real LongMemEval file, UltraChat): immutable, shared, kept by `make clean`."""
+    return (Path(root) if root else repo_root()) / "data" / "raw"
+
+
+def published(root: Path | None = None) -> tuple[Path, Path]:
+    """The committed tables and figures (the quick profile's, copied by `make publish`)."""
+    root = Path(root) if root else repo_root()
+    return root / "results" / "tables", root / "figures"
 
 
 def file_sha256(path: Path) -> str:

@@ -12,7 +12,7 @@ key, a URL or a port), in one gzip JSON-lines file with a manifest beside it:
 
 `llm.memoized` consults the active recording before the cache: a request found there is answered
 from it (accounted as cached, ``source: recorded``); a miss goes to the model as usual and is
-counted as live in results/usage. The active recording is ``MEMLIFE_REPLIES`` (a path; ``off``
+counted as live in results/<profile>/usage. The active recording is ``MEMLIFE_REPLIES`` (a path; ``off``
 disables) or else the profile's ``recorded_replies`` setting.
 
     python -m memlife.replies export --profile quick     # what `make export-replies` runs
@@ -226,7 +226,7 @@ def lookup(key: str) -> dict | None:
 
 
 def _calls(profile: str, root: Path) -> tuple[list[dict], dict[str, int]]:
-    """Every call of the profile's last complete run, from results/usage: each notebook must have
+    """Every call of the profile's last complete run, from results/<profile>/usage: each notebook must have
     finished (its summary written) under `profile`."""
     usage = paths.layout(profile, root).usage
     notebooks = sorted(p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     e = sub.add_parser("export", help="write the recording of a profile's last run")
-    e.add_argument("--profile", default=paths.COMMITTED_PROFILE, choices=paths.PROFILES)
+    e.add_argument("--profile", default=paths.COMMITTED_PROFILE, help="any configs/<name>.yaml")
     e.add_argument("--out", type=Path, help="default: results/replies/<profile>.jsonl.gz")
     s = sub.add_parser("show", help="verify a recording and print its manifest's summary")
     s.add_argument("path", type=Path)

@@ -3,18 +3,18 @@
     python -m memlife.runner 20_longmem_data --profile quick
     python -m memlife.runner summary --profile quick     # what `make reproduce` prints at the end
 
-writes results/notebooks/20_longmem_data.ipynb (the executed copy) and
-results/usage/20_longmem_data.json (calls, cached_calls, recorded_calls, live_calls, tokens,
+writes results/quick/notebooks/20_longmem_data.ipynb (the executed copy) and
+results/quick/usage/20_longmem_data.json (calls, cached_calls, recorded_calls, live_calls, tokens,
 usd_estimate, wall time, the tables and figures it wrote, its notices): calls = cached + live, and
 recorded counts the cached ones answered from the profile's recording of replies (memlife.replies).
 
 The executed copy appears only when every cell ran: papermill writes its output as it goes, so it
-writes to a temporary name first. A failed run leaves results/notebooks/NAME.FAILED.ipynb (with the
+writes to a temporary name first. A failed run leaves results/<profile>/notebooks/NAME.FAILED.ipynb (with the
 error, for debugging) and no NAME.ipynb, so make runs it again next time.
 
 From the command line the terminal shows one live line per notebook (its progress, model calls,
 an ETA; `memlife.progress`) and whatever the project itself has to say; everything else the kernel,
-its libraries and its subprocesses print or log goes to results/logs/<profile>/NAME.log.
+its libraries and its subprocesses print or log goes to results/<profile>/logs/NAME.log.
 ``MEMLIFE_VERBOSE=1`` (`make reproduce V=1`) shows it all in the terminal instead.
 """
 from __future__ import annotations
@@ -107,7 +107,7 @@ def _output_to(log_path: Path):
 def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: str = "python3",
                  quiet: bool = False) -> dict:
     """Execute notebook `name` under `profile`; returns its usage summary (also written to
-    results/usage/NAME.json). `quiet`: the terminal gets one live progress line, and everything the
+    results/<profile>/usage/NAME.json). `quiet`: the terminal gets one live progress line, and everything the
     kernel prints or logs goes to its log file (the command line's default)."""
     import papermill as pm
 
@@ -119,7 +119,7 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such notebook")
     params = config.notebook_params(profile, name, root)
-    out = root / "results" / "notebooks" / f"{name}.ipynb"
+    out = lay.notebooks / f"{name}.ipynb"
     running = out.with_name(f"{name}.running.ipynb")
     failed = out.with_name(f"{name}.FAILED.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -174,7 +174,7 @@ def _run_command(args) -> int:
     except Exception as exc:
         lay = paths.layout(args.profile)
         log = lay.run_logs / f"{args.notebook}.log"
-        failed = lay.root / "results" / "notebooks" / f"{args.notebook}.FAILED.ipynb"
+        failed = lay.notebooks / f"{args.notebook}.FAILED.ipynb"
         print(f"{args.notebook} [{args.profile}] FAILED: {type(exc).__name__}: {str(exc).strip()[-2000:]}",
               file=sys.stderr)
         print(f"  the executed cells: {failed.relative_to(lay.root) if failed.exists() else '(none)'}"
@@ -210,7 +210,7 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
         if s.get("profile") == profile:
             rows.append(s)
     if not rows:
-        return f"== [{profile}] nothing ran: every executed notebook is up to date (results/notebooks/)"
+        return f"== [{profile}] nothing ran: every executed notebook is up to date ({lay.notebooks.relative_to(root)}/)"
     head = f"{'notebook':<22} {'wall':>8} {'calls':>6} {'cached':>6} {'live':>5} {'tokens':>10} {'USD':>8}"
     lines = [f"== [{profile}] {len(rows)} notebooks run", head]
     for s in rows:
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["summary"]:
         ap = argparse.ArgumentParser(prog="python -m memlife.runner summary")
-        ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
+        ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
         ap.add_argument("--since", type=float, help="only notebooks run after this Unix time")
         args = ap.parse_args(argv[1:])
         llm.configure(args.profile)  # the cap the run held
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memlife.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("notebook", help="notebook stem, e.g. 00_backend")
-    ap.add_argument("--profile", default="quick", choices=paths.PROFILES)
+    ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
     args = ap.parse_args(argv)
     # make (or a user) stopping the run with SIGTERM: unwind through run_notebook, so the partial
     # copy is kept as NAME.FAILED.ipynb like any other failed run.

@@ -93,18 +93,15 @@ def build_server() -> Path:
     one build. The build's output goes to results/logs/llama-build.log.
     """
     root = paths.repo_root()
-    log_path = paths.layout("smoke").logs / "llama-build.log"
+    log_path = paths.shared_logs() / "llama-build.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    # The Makefile re-times every executed notebook when PROFILE differs from the last run's:
-    # build under the last run's profile. A nested make must not join a parent's job server.
-    profile = (root / "results" / ".profile").read_text().strip() if (root / "results" / ".profile").is_file() else "smoke"
+    # A nested make must not join a parent's job server.
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     print(f"memlife: a request is not in the recorded replies; building llama-server to answer it "
           f"(about 6 minutes; log: {log_path})", file=sys.stderr, flush=True)
     with open(log_path, "ab") as log:
-        done = subprocess.run(["make", "--no-print-directory", "-C", str(root), "llama-server",
-                               f"PROFILE={profile}"], stdout=log, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env=env)
+        done = subprocess.run(["make", "--no-print-directory", "-C", str(root), "llama-server"],
+                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     if done.returncode != 0:
         raise ServerStartError(f"building llama-server failed (make exited {done.returncode}); the last "
                                f"lines of {log_path}:\n{_log_tail(log_path, 0)}")
@@ -113,7 +110,7 @@ def build_server() -> Path:
 
 
 def _state_dir() -> Path:
-    d = paths.layout("smoke").cache / "llama-server"
+    d = paths.cache_dir() / "llama-server"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -299,7 +296,7 @@ def ensure_server(*, threads: int | None = None, n_parallel: int = 1, timeout_s:
             binary = build_server()
         port, api_key = _free_port(), new_api_key()
         proc = _launch(binary, port, api_key=api_key, threads=threads, n_parallel=n_parallel,
-                       timeout_s=timeout_s, log_path=paths.layout("smoke").logs / "llama-server.log")
+                       timeout_s=timeout_s, log_path=paths.shared_logs() / "llama-server.log")
         _watch_parent(proc.pid)
         server = Server(base_url=f"http://127.0.0.1:{port}/v1", port=port, pid=proc.pid, api_key=api_key)
         _write_state(server)
@@ -363,7 +360,7 @@ def private_server(binary: Path | None = None, *, timeout_s: float = 180.0,
     binary = Path(binary) if binary else binary_path()
     port, api_key = _free_port(), new_api_key()
     proc = _launch(binary, port, api_key=api_key, threads=None, n_parallel=1, timeout_s=timeout_s,
-                   log_path=paths.layout("smoke").logs / log_name)
+                   log_path=paths.shared_logs() / log_name)
     try:
         yield f"http://127.0.0.1:{port}", proc, api_key
     finally:
@@ -394,7 +391,7 @@ def check(binary: Path | None = None, *, max_tokens: int = 16, timeout_s: float 
     ServerStartError on a start-up death (naming the signal) or on a failed or empty reply.
     """
     binary = Path(binary) if binary else binary_path()
-    log_path = paths.layout("smoke").logs / "llama-server-check.log"
+    log_path = paths.shared_logs() / "llama-server-check.log"
     with private_server(binary, timeout_s=timeout_s) as (url, proc, api_key):
         try:
             reply = chat_once(url, "Name one colour.", api_key=api_key, max_tokens=max_tokens,

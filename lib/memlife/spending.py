@@ -9,8 +9,8 @@ worst case, so a process killed mid-call never makes the ledger look cheaper tha
 
 A run is named by ``MEMLIFE_SPEND_RUN``: `make` sets it once per invocation (every notebook of
 one `make reproduce`, under -j too, shares it), the runner sets it when it is started alone, and
-a bare Python session gets one per process. The file is results/usage/spending.sqlite; `make
-clean` removes it with the other usage logs.
+a bare Python session gets one per process. The file is results/spending.sqlite, one for every
+profile (a cap may span several makes: set MEMLIFE_SPEND_RUN yourself); `make clean` removes it.
 """
 from __future__ import annotations
 
@@ -48,7 +48,9 @@ class CapReached(RuntimeError):
 
 
 def ledger_path() -> Path:
-    return paths.layout("smoke").usage / "spending.sqlite"
+    """One ledger for every run, keyed by run id: a cap can span several makes and profiles
+    (MEMLIFE_SPEND_RUN set by hand), so the file belongs to no single profile."""
+    return paths.repo_root() / "results" / "spending.sqlite"
 
 
 def run_id() -> str:

@@ -26,7 +26,7 @@ DEFAULT_ENCODING = "o200k_base"
 def tiktoken_cache_dir() -> Path:
     from . import paths
 
-    return Path(os.environ.get("TIKTOKEN_CACHE_DIR") or paths.layout("smoke").cache / "tiktoken")
+    return Path(os.environ.get("TIKTOKEN_CACHE_DIR") or paths.cache_dir() / "tiktoken")
 
 
 def seed_tiktoken_cache(encoding: str = DEFAULT_ENCODING) -> Path:

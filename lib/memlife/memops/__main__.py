@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a profile's dataset")
-    b.add_argument("--profile", required=True, choices=paths.PROFILES)
+    b.add_argument("--profile", required=True, help="any configs/<name>.yaml")
     b.add_argument("--out", type=Path, help="output folder (default: data/<profile>/memops)")
     b.add_argument("--seed", type=int, help="override the profile's seed")
     b.add_argument("--realizer", choices=("auto", "template", "llm"),
