@@ -48,3 +48,10 @@ def test_the_whole_profile_is_unchanged_when_the_real_file_is_there_and_built_wh
 def test_a_fraction_outside_zero_to_one_is_refused(fraction):
     with pytest.raises(ValueError, match="fraction"):
         rehearse.scale_profile(paper(), fraction, real_data_present=False)
+
+
+def test_a_system_left_out_is_said():
+    scaled, changes = rehearse.scale_profile(paper(), 0.01, real_data_present=False, without=("temp_lora",))
+    assert scaled["notebooks"]["12_memops_eval"]["systems"] == ["long_context", "bm25_turn", "bm25_session", "mem0",
+                                                                "memos"]
+    assert any(c.startswith("12_memops_eval.systems:") for c in changes)

@@ -44,8 +44,10 @@ CONTROLS = ("14_memops_controls", "25_restore_controls")
 PAPER_TOPIC_OPERATIONS = 5  # conversations planned per topic (one per operation type)
 
 
-def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool) -> tuple[dict, list[str]]:
-    """The profile `cfg` at `fraction` of its items, and a line per change saying what changed."""
+def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool,
+                  without: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
+    """The profile `cfg` at `fraction` of its items, and a line per change saying what changed;
+    `without`: MemOps systems left out of notebook 12."""
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     out, changes = copy.deepcopy(cfg), []
@@ -68,6 +70,8 @@ def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool) -> tup
         evaluation = nbs.get("12_memops_eval")
         if evaluation is not None and evaluation.get("max_instances") is None and fraction < 1:
             set_("12_memops_eval", "max_instances", conversations)
+    if without and "12_memops_eval" in nbs:
+        set_("12_memops_eval", "systems", [x for x in nbs["12_memops_eval"]["systems"] if x not in without])
     # A fraction of the real file is not a LongMemEval-S subset the notebooks know how to take, and
     # the file cannot be had everywhere: questions of its history length are built instead.
     restore = [nb for nb in ("20_longmem_data", "21_eviction", "22_read_restore") if nb in nbs]
@@ -81,7 +85,7 @@ def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool) -> tup
     return out, changes
 
 
-def rehearsal_root(profile: str, fraction: float) -> tuple[Path, list[str]]:
+def rehearsal_root(profile: str, fraction: float, without: tuple[str, ...] = ()) -> tuple[Path, list[str]]:
     """A project root whose configs/<profile>.yaml is the scaled profile; every other input linked."""
     base = ROOT / ".cache" / "rehearsal-root" / profile
     shutil.rmtree(base, ignore_errors=True)
@@ -93,7 +97,8 @@ def rehearsal_root(profile: str, fraction: float) -> tuple[Path, list[str]]:
             (base / rel).parent.mkdir(parents=True, exist_ok=True)
             (base / rel).symlink_to(src.resolve(), target_is_directory=src.is_dir())
     cfg = yaml.safe_load((ROOT / "configs" / f"{profile}.yaml").read_text())
-    scaled, changes = scale_profile(cfg, fraction, real_data_present=(ROOT / longmem.LONGMEMEVAL_S_RELPATH).is_file())
+    scaled, changes = scale_profile(cfg, fraction, real_data_present=(ROOT / longmem.LONGMEMEVAL_S_RELPATH).is_file(),
+                                    without=without)
     (base / "configs" / f"{profile}.yaml").write_text(
         f"# {profile} at fraction {fraction} for a dress rehearsal (tools/rehearse.py)\n"
         + yaml.safe_dump(scaled, sort_keys=False))
@@ -108,9 +113,12 @@ def main() -> int:
     ap.add_argument("--audit-model", default="gpt-4.1-mini", help="the judge_audit role's (another model)")
     ap.add_argument("--fraction", type=float, default=1.0, help="of the profile's questions and conversations")
     ap.add_argument("--notebook", action="append", help="only these (default: every notebook, in order)")
+    ap.add_argument("--without", action="append", default=[], metavar="SYSTEM",
+                    help="a MemOps system to leave out, e.g. temp_lora (it answers with the local model and "
+                         "sends nothing to the endpoint; its training dominates the wall time on a CPU)")
     ap.add_argument("--out", type=Path, help="the figures as JSON (default .cache/rehearsal/<profile>/rehearsal.json)")
     a = ap.parse_args()
-    base, changes = rehearsal_root(a.profile, a.fraction)
+    base, changes = rehearsal_root(a.profile, a.fraction, tuple(a.without))
     every = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     notebooks = a.notebook or [n for n in every if a.fraction == 1 or n not in CONTROLS]
     calling = [n for n in notebooks if n in estimate.CALLING]
