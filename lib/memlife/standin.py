@@ -9,6 +9,8 @@ calls can be counted), and the strict loopback emulator of the tests.
   sentence verbatim (so the gates pass, as a capable generator's would);
 - any other JSON schema: its smallest valid instance (an empty answer, a passing verdict, the
   first label of every enum);
+- MemOS's memory reader (a text prompt asking for a JSON object with a "memory list"): one memory
+  per user line of the conversation it quotes, so that MemOS stores and searches something;
 - a CORRECT/INCORRECT judge: "CORRECT"; an importance score: "7"; anything else: a short text.
 """
 from __future__ import annotations
@@ -57,8 +59,22 @@ def _tag(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:8]
 
 
+_USER_LINE = re.compile(r"^user:\s*(.+)$", re.M)
+
+
+def memory_list_reply(prompt: str) -> str:
+    """MemOS's extraction format: the user's lines of the quoted conversation as memories."""
+    said = _USER_LINE.findall(prompt)[:5]
+    return json.dumps({"memory list": [{"key": f"user statement {i + 1}", "memory_type": "UserMemory",
+                                        "value": line.strip(), "tags": ["conversation"]}
+                                       for i, line in enumerate(said)],
+                       "summary": " ".join(line.strip() for line in said)[:400]})
+
+
 def text_reply(messages: list[dict]) -> str:
     text = "\n".join(str(m.get("content")) for m in messages)
+    if '"memory list"' in text:
+        return memory_list_reply(text)
     if "CORRECT or INCORRECT" in text:
         return "CORRECT"
     if "Importance (1-10)" in text:
