@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import paper_reference, stats
-from ..evict import BASELINE_POLICIES, CONTROL, NO_EVICT
+from ..evict import BASELINE_POLICIES, CONTROL, FIFO, NO_EVICT
 from .decompose import CELL, COUNT_COLUMNS, decompose, is_audit_judge, sort_cells
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
@@ -467,7 +467,7 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
     if len(fg):
         rows.append(_row("forced-gold two-bin share, min over evicting cells", "two_bin_share",
                          float(fg["two_bin_share"].min()), our_cell=f"{len(fg)} cells",
-                         policy="fifo", budget=8000, regime="forced_gold"))
+                         policy=FIFO, budget=8000, regime="forced_gold"))
     g = r2[(r2["reader"] == reader) & (r2["judge"] == judge)]
     if len(g):
         rows.append(_row("R2 Holm rejections", "r2_holm_rejections", int(g["holm_reject"].sum()),
