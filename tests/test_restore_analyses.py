@@ -7,7 +7,7 @@ from statsmodels.stats.multitest import multipletests
 from memlife import evict
 from memlife.restore import analyses as a
 from memlife.restore import decompose as d
-from memlife.restore.simulate import simulate_records
+from restore_simulate import simulate_records
 
 
 def _base(qid, arm, correct, judge="j", reader="r", **cell):
