@@ -27,6 +27,7 @@ import pandas as pd
 
 from .. import paper_reference, stats
 from ..evict import BASELINE_POLICIES, CONTROL, FIFO, NO_EVICT
+from ..paper_reference import PAPER_BUDGETS
 from .decompose import CELL, COUNT_COLUMNS, decompose, is_audit_judge, sort_cells
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
@@ -453,7 +454,7 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
     t = r1[(r1["reader"] == reader) & (r1["judge"] == judge)]
     budgets = sorted({int(b) for b in t["budget"]})
     rows = []
-    for paper_b, ours_b in ((80000, budgets[-1]), (8000, budgets[0])):
+    for paper_b, ours_b in ((PAPER_BUDGETS[-1], budgets[-1]), (PAPER_BUDGETS[0], budgets[0])):
         for p in BASELINE_POLICIES:
             c = t[(t["policy"] == p) & (t["budget"] == ours_b) & (t["regime"] == "topk")]
             if c.empty:
@@ -467,7 +468,7 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
     if len(fg):
         rows.append(_row("forced-gold two-bin share, min over evicting cells", "two_bin_share",
                          float(fg["two_bin_share"].min()), our_cell=f"{len(fg)} cells",
-                         policy=FIFO, budget=8000, regime="forced_gold"))
+                         policy=FIFO, budget=PAPER_BUDGETS[0], regime="forced_gold"))
     g = r2[(r2["reader"] == reader) & (r2["judge"] == judge)]
     if len(g):
         rows.append(_row("R2 Holm rejections", "r2_holm_rejections", int(g["holm_reject"].sum()),

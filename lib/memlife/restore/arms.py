@@ -47,6 +47,7 @@ import pandas as pd
 from memlife import retrieve, tokens
 from memlife.evict import Eviction
 from memlife.longmem import Question
+from memlife.paper_reference import PAPER_BUDGETS
 from memlife.restore import prompts
 from memlife.restore.decompose import ARMS, AUDIT_JUDGE_PREFIX  # ARMS: also the records' sort order
 from memlife.units import Unit
@@ -55,7 +56,6 @@ DETERMINISTIC_JUDGE = "deterministic"
 RECORD_COLUMNS = ("question_id", "question_type", "policy", "budget", "regime", "seed", "reader",
                   "judge", "arm", "correct", "n_gold", "n_gold_evicted", "context_tokens",
                   "hypothesis", "judge_raw")
-PAPER_BUDGETS = (8_000, 30_000, 80_000)
 PAPER_HISTORY_TOKENS = 102_000
 
 
