@@ -55,15 +55,6 @@ class CellBootstrap:
     sums: np.ndarray
     counts: np.ndarray
 
-    def cell_index(self, **where) -> int:
-        m = np.ones(len(self.cells), dtype=bool)
-        for k, v in where.items():
-            m &= (self.cells[k] == v).to_numpy()
-        idx = np.flatnonzero(m)
-        if len(idx) != 1:
-            raise KeyError(f"{len(idx)} cells match {where}")
-        return int(idx[0])
-
     def ratio(self, name: str, cell_idx: np.ndarray | list[int] | None = None,
               mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(estimate per cell, B x cells replicates) of SHARES[name]; `mask` (Q) keeps questions."""

@@ -67,10 +67,6 @@ def scaled_budgets(history_tokens: int) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # Contexts
 # ---------------------------------------------------------------------------------------------
-def clean_gold_ids(units: Sequence[Unit]) -> list[str]:
-    return [u.unit_id for u in units if u.is_gold]
-
-
 @dataclass(frozen=True)
 class Read:
     """One row-to-be: which question, cell and arm, and the context the reader sees."""
