@@ -90,7 +90,7 @@ import pandas as pd
 
 from memlife import paths, report
 from memlife import subjects as ref
-from memlife.evict import CONTROL
+from memlife.evict import BASELINE_POLICIES, CONTROL
 from memlife.restore import analyses, arms, controls, decompose
 
 lay = paths.layout(profile)
@@ -184,7 +184,7 @@ their irreversible rates differ only by how much gold each policy destroys."""),
                               tolerance=match_tolerance, control=CONTROL)
 report.save_table(r3, "restore_reference_r3", lay.tables)
 control = r3[r3["comparison"] == "control"]
-assert len(control) == len(set(policies) & {"fifo", "random", "redundancy"}) * len(budgets)
+assert len(control) == len(set(policies) & set(BASELINE_POLICIES)) * len(budgets)
 assert control["dissociates"].all() and (control["difference"] > 0).all(), control
 r3[["budget", "comparison", "policy_a", "policy_b", "accuracy_gap", "difference", "low", "high",
     "dissociates"]].round(3)"""),
