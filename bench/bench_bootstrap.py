@@ -2,14 +2,18 @@
 
 470 questions x 3 seeds, 6 policies x 3 budgets x 2 regimes (36 cells), 10,000 resamples; every
 cell's shares with intervals (R1), the regime-gap tests with Holm (R2) and the matched-accuracy
-contrasts (R3). The records are SYNTHETIC (memlife.restore.simulate): only the shapes matter here.
+contrasts (R3). The records are SYNTHETIC (tests/restore_simulate.py): only the shapes matter here.
 """
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 from memlife.restore import analyses, decompose
-from memlife.restore.simulate import simulate_records
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic records' module
+from restore_simulate import simulate_records  # noqa: E402
 
 N_QUESTIONS, N_BOOT = 470, 10_000
 

@@ -9,7 +9,7 @@ import pytest
 
 from memlife.restore import decompose as d
 from memlife.restore.__main__ import main
-from memlife.restore.simulate import simulate_records
+from restore_simulate import simulate_records
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -172,7 +172,7 @@ def test_empty_labels_are_excluded_and_counted_not_guessed():
 
 
 def test_extension_dtypes_and_object_dtypes_give_the_same_decomposition(tmp_path):
-    """Part 1 writes pandas string / Int64 / boolean columns; CSV and plain objects must agree."""
+    """22_read_restore writes pandas string / Int64 / boolean columns; CSV and plain objects must agree."""
     rec = simulate_records(15, judges=("deterministic", "SYN-llm"), rng_seed=2)
     typed = rec.copy()
     for c in ("question_id", "question_type", "policy", "regime", "reader", "judge", "arm",

@@ -265,7 +265,7 @@ def test_every_role_is_accepted_by_a_strict_reasoning_endpoint_configured_by_the
     from memlife import evict
     from memlife.memops import build, evaluate, gates, systems
     from memlife.memops.response import ParsedResponse
-    from memlife.restore import prompts
+    from memlife.restore import arms, prompts
 
     with StrictServer(window=400_000) as s:
         monkeypatch.setenv("MEMLIFE_BASE_URL", s.base_url)
@@ -292,11 +292,11 @@ def test_every_role_is_accepted_by_a_strict_reasoning_endpoint_configured_by_the
         scores, invalid = evict.score_importance(["I moved to Lisbon in May.", "Nice weather."],
                                                  isolated_llm.get_client("scorer"))
         assert invalid == 0 and set(scores.values()) == {7.0}
-        read = isolated_llm.get_client("reader").complete(
-            prompts.reader_messages("2024-05-01", "I moved to Lisbon in May.", "Where do I live?"),
-            max_tokens=prompts.READER_MAX_TOKENS)
+        prompt = prompts.READER_USER.format(today="2024-05-01", snippets="I moved to Lisbon in May.",
+                                            question="Where do I live?")
+        read = arms.read_all(arms.ReadPlan(reads=[], distinct_prompts=[prompt]), isolated_llm.get_client("reader"))
         grade = isolated_llm.get_client("judge").complete(
-            prompts.judge_messages("Where do I live?", "Lisbon", read.text), max_tokens=prompts.JUDGE_MAX_TOKENS)
+            prompts.judge_messages("Where do I live?", "Lisbon", read[prompt]), max_tokens=prompts.JUDGE_MAX_TOKENS)
         assert isolated_llm.parse_label(grade.text) == "CORRECT"
     assert s.rejected == []
     roles = {b["max_completion_tokens"] for b in s.bodies}

@@ -27,6 +27,15 @@ def _scores(us):
     return {u.text: float(len(u.text) % 10 + 1) for u in us}
 
 
+def test_the_policy_vocabulary_is_one_set_of_names():
+    # The names records carry: renaming one would orphan every committed record and replay.
+    assert evict.POLICIES == ("fifo", "random", "redundancy", "importance", "no_evict", "control")
+    assert evict.BASELINE_POLICIES == evict.POLICIES[:4]
+    assert set(evict.DETERMINISTIC_POLICIES) == set(evict.POLICIES) - set(evict.SEEDED_POLICIES)
+    assert evict.DETERMINISTIC_POLICIES == ("fifo", "redundancy", "importance", "no_evict")  # paper order
+    assert evict.MODEL_FREE_POLICIES == ("fifo", "random", "redundancy", "no_evict", "control")
+
+
 @settings(max_examples=60, deadline=None)
 @given(histories(), st.integers(0, 5))
 def test_every_policy_respects_the_budget_and_partitions_units(hist, seed):

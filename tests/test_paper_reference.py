@@ -1,32 +1,38 @@
-"""The paper's reported figures, checked against the paper text itself."""
-from pathlib import Path
-
+"""The paper's reported figures, checked against the paper text itself (a pinned excerpt)."""
 import pytest
 
 from memlife import paper_reference as pr
+from paper_text import excerpt, lines_missing_from_full_text
 
-ROOT = Path(__file__).resolve().parents[1]
-# The papers sit in shared/ inside a checkout that has one, or next to the checkout.
-CANDIDATES = [ROOT / "shared" / "papers" / pr.RESTORE_PAPER,
-              ROOT.parent / "shared" / "papers" / pr.RESTORE_PAPER,
-              Path("/work/shared/papers") / pr.RESTORE_PAPER]
+# tests/data/papers/001_27ccb21e463f18b5.excerpt.txt: the restore paper's lines that hold the quotes.
+EXCERPT_SHA256 = "292e93661eba60b705dc9531cbf4c8b7a892cb79f89a01005b72cc6c31505d15"
 
 
-def _paper_text() -> str:
-    for p in CANDIDATES:
-        if p.is_file():
-            return " ".join(p.read_text(encoding="utf-8").split())
-    pytest.skip("the restore paper text is not next to this checkout")
+def _excerpt() -> list[str]:
+    return excerpt(pr.RESTORE_PAPER, EXCERPT_SHA256)
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.split())
 
 
 def test_every_quote_is_in_the_paper_and_prints_its_value():
-    text = _paper_text()
+    text = _normalized(" ".join(_excerpt()))
     for f in pr.RESTORE_FIGURES:
-        assert " ".join(f.quote.split()) in text, f"quote not in paper: {f.quote!r}"
+        assert _normalized(f.quote) in text, f"quote not in paper: {f.quote!r}"
         assert f.printed in f.quote, f"{f.key}: {f.printed!r} not in its quote"
         printed = f.printed.rstrip("%")
         value = float(printed) / (100 if f.printed.endswith("%") else 1)
         assert value == pytest.approx(f.value), f.key
+
+
+def test_the_excerpt_is_the_papers_text_and_only_what_the_quotes_need():
+    lines = _excerpt()
+    # every line holds a quote: the excerpt copies no more of the paper than the tests read
+    quotes = [_normalized(f.quote) for f in pr.RESTORE_FIGURES]
+    assert lines and all(any(q in _normalized(line) for q in quotes) for line in lines)
+    # and is the paper's text, line for line, wherever the full text sits beside the repository
+    assert lines_missing_from_full_text(pr.RESTORE_PAPER, lines) in (None, [])
 
 
 def test_headline_values():

@@ -141,9 +141,3 @@ def test_each_proxy_draws_its_own_token_and_never_shows_it():
         # One proxy's token opens no other proxy.
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {a.token}"}
         assert _status(b.base_url + "/chat/completions", data=json.dumps(CHAT).encode(), headers=headers) == 401
-
-
-def test_wait_ready_authenticates():
-    with proxy.start(client=_RecordingClient()) as p:
-        proxy.wait_ready(p)
-        assert p.stats.refused == 0

@@ -7,7 +7,7 @@ from statsmodels.stats.multitest import multipletests
 from memlife import evict
 from memlife.restore import analyses as a
 from memlife.restore import decompose as d
-from memlife.restore.simulate import simulate_records
+from restore_simulate import simulate_records
 
 
 def _base(qid, arm, correct, judge="j", reader="r", **cell):
@@ -224,7 +224,7 @@ def test_matched_accuracy_refuses_records_without_the_control():
     boot = a.cell_bootstrap(obs_of(rows), 100, 0)
     with pytest.raises(ValueError, match=r"control policy 'control' is missing.*r/j@8000"):
         a.matched_accuracy(boot, tolerance=1.0)
-    # under another name (the old "destructive") it is missing just the same
+    # a control under any other name ("destructive") is missing just the same
     renamed = clean("q1") + observed("q1", "fifo", 8000, "topk", True) + \
         observed("q1", "destructive", 8000, "topk", False, True, evicted=1)
     with pytest.raises(ValueError, match="missing"):
@@ -282,3 +282,21 @@ def test_audit_agreement_is_the_headline_judge_against_the_scorer():
         a.audit_agreement(ag)
     assert a.audit_agreement(ag.iloc[2:], "deterministic").judge_a == "bb-judge"
     assert a.audit_agreement(ag.iloc[:0], "bb-judge") is None
+
+
+def test_load_run_reads_a_profiles_records_and_picks_the_headline_reader_and_judge(tmp_path, monkeypatch):
+    from memlife import paths
+
+    monkeypatch.setenv("MEMLIFE_ROOT", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="run notebooks/22_read_restore.ipynb first"):
+        a.load_run("smoke")
+    rec = simulate_records(5, judges=("deterministic", "zz-llm-judge"))
+    path = d.records_path(paths.layout("smoke").run)
+    path.parent.mkdir(parents=True)
+    rec.to_parquet(path, index=False)
+    run = a.load_run("smoke")
+    assert run.path == path and len(run.records) == len(rec)
+    assert (run.reader, run.judge) == (rec["reader"].iloc[0], "zz-llm-judge")  # an LLM judge over the scorer
+    pd.testing.assert_frame_equal(run.obs, d.observations(d.load_records(path), source=str(path)))
+    assert a.load_run("smoke", judge="deterministic").judge == "deterministic"
+    assert f"{len(rec):,} records" in run.describe() and "headline reader" in run.describe()

@@ -1,6 +1,6 @@
 """Notebooks 23 and 24 end to end on SYNTHETIC records in a scratch root.
 
-The real inputs come from 22_read_restore; here synthetic records (memlife.restore.simulate) stand
+The real inputs come from 22_read_restore; here synthetic records (tests/restore_simulate.py) stand
 in so the notebooks' code paths — one reader and judge, and two of each with the ablation arms —
 run without a model. Nothing produced here is a reported result.
 """
@@ -12,7 +12,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from memlife.restore.simulate import simulate_records
+from restore_simulate import simulate_records
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("23_decomposition", "24_robustness")

@@ -71,7 +71,7 @@ def test_gold_makes_no_error_in_any_cell_or_arm(grid):
     assert rec["correct"].all()
     dec = _dec(rec)
     assert (dec["n_errors"] == 0).all() and (dec["n_oracle_answerable"] == dec["n_observations"]).all()
-    assert set(dec["policy"]) == set(controls.MODEL_FREE_POLICIES)
+    assert set(dec["policy"]) == set(evict.MODEL_FREE_POLICIES)
 
 
 def test_evidence_oracle_identities(grid):

@@ -41,14 +41,23 @@ import numpy as np
 from memlife.units import Unit
 
 # The policy vocabulary, defined here once: records carry these names (``Eviction.policy``) and
-# the restore analyses, figures and synthetic records import them rather than spell them again,
+# the restore analyses, figures, controls and tests import them rather than spell them again,
 # so the destructive control cannot go missing from an analysis under a second name.
+FIFO = "fifo"
+RANDOM = "random"
+REDUNDANCY = "redundancy"
+IMPORTANCE = "importance"
 NO_EVICT = "no_evict"
 CONTROL = "control"  # the paper's "deliberately destructive control"
-BASELINE_POLICIES = ("fifo", "random", "redundancy", "importance")  # the evicting policies
+BASELINE_POLICIES = (FIFO, RANDOM, REDUNDANCY, IMPORTANCE)  # the evicting policies
 POLICIES = (*BASELINE_POLICIES, NO_EVICT, CONTROL)  # paper order
-# Policies whose outcome does not depend on the seed (the paper runs them at seed 0 only).
-DETERMINISTIC_POLICIES = ("fifo", "redundancy", "importance", NO_EVICT)
+# Policies whose outcome depends on the seed; the others run at the first seed only (the paper:
+# "deterministic policies use seed 0").
+SEEDED_POLICIES = (RANDOM, CONTROL)
+DETERMINISTIC_POLICIES = tuple(p for p in POLICIES if p not in SEEDED_POLICIES)
+# LLM-importance asks the scorer for a score per distinct unit text: a model call each. Every
+# other policy needs no model (notebook 25's reference runs use those).
+MODEL_FREE_POLICIES = tuple(p for p in POLICIES if p != IMPORTANCE)
 CONTROL_MULTIPLIER = 3.0
 
 
@@ -210,7 +219,7 @@ def control_mixing(gold_probabilities: Sequence[float]) -> float:
 def _random_run(units: Sequence[Unit], budget: int, seed: int, question_id: str):
     """(evicted indices, each gold unit's random-eviction probability) of the random policy."""
     events: list[tuple[int, int]] = []
-    base = _random(units, budget, policy_rng(seed, question_id, "random"), events)
+    base = _random(units, budget, policy_rng(seed, question_id, RANDOM), events)
     r = random_eviction_probability(len(units), events)
     return base, [r[i] for i, u in enumerate(units) if u.is_gold]
 
@@ -240,24 +249,24 @@ def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0,
     :func:`evict_grid` calibrates it over the whole dataset per budget and seed)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    if policy != "no_evict" and (budget is None or budget < 0):
+    if policy != NO_EVICT and (budget is None or budget < 0):
         raise ValueError(f"policy {policy!r} needs a non-negative budget, got {budget!r}")
-    if policy == "no_evict":
+    if policy == NO_EVICT:
         ev: list[int] = []
-    elif policy == "fifo":
+    elif policy == FIFO:
         ev = _fifo(units, budget)
-    elif policy == "random":
-        ev = _random(units, budget, policy_rng(seed, question_id, "random"))
-    elif policy == "redundancy":
+    elif policy == RANDOM:
+        ev = _random(units, budget, policy_rng(seed, question_id, RANDOM))
+    elif policy == REDUNDANCY:
         ev = _redundancy(units, budget, tfidf_similarity(units) if similarity is None else similarity)
-    elif policy == "importance":
+    elif policy == IMPORTANCE:
         if importance is None:
             raise ValueError("the importance policy needs `importance` scores (see score_importance)")
         ev = _importance(units, budget, importance)
     else:  # control
         base, r_gold = _random_run(units, budget, seed, question_id)
         mix = control_mixing(r_gold) if control_mix is None else control_mix
-        ev = _control(units, budget, policy_rng(seed, question_id, "control"), base, mix)
+        ev = _control(units, budget, policy_rng(seed, question_id, CONTROL), base, mix)
     gone = set(ev)
     kept = [u for i, u in enumerate(units) if i not in gone]
     return Eviction(
@@ -303,7 +312,7 @@ def evict_question(units: Sequence[Unit], question_id: str, policies: Sequence[s
     """One question's cells of :func:`evict_grid`, policies outer, then budgets, then seeds;
     ``mixing`` the control's λ per (budget, seed) (:func:`mixings_of`)."""
     mixing = mixing or {}
-    sim = tfidf_similarity(units) if "redundancy" in policies else None
+    sim = tfidf_similarity(units) if REDUNDANCY in policies else None
     out = []
     for policy in policies:
         for budget in budgets:
@@ -333,7 +342,7 @@ def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str],
     qids = sorted(histories)
 
     def scores(qid: str) -> Mapping[str, float] | None:
-        if importance is None or "importance" not in policies:
+        if importance is None or IMPORTANCE not in policies:
             return None  # no other policy reads the scores
         if parallel.n_workers(workers) == 1:
             return importance

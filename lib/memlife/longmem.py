@@ -272,16 +272,6 @@ def load(path: Path | str, *, expected_sha256: str | None = None,
     return [q for q in qs if keep_abstention or not q.is_abstention]
 
 
-def load_real(root: Path | None = None) -> list[Question]:
-    """The real LongMemEval-S cleaned file at :data:`LONGMEMEVAL_S_RELPATH`, hash-checked."""
-    from memlife import paths
-
-    path = (Path(root) if root else paths.repo_root()) / LONGMEMEVAL_S_RELPATH
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; download it from {LONGMEMEVAL_S_URL}")
-    return load(path, expected_sha256=LONGMEMEVAL_S_SHA256)
-
-
 SOURCES = ("built", "real")
 BUILT_FILENAME = "longmemeval_s_built.json"
 

@@ -30,7 +30,6 @@ import hmac
 import json
 import secrets
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
@@ -307,19 +306,3 @@ class Proxy:
 
 def start(role: str = "reader", client=None) -> Proxy:
     return Proxy(role=role, client=client)
-
-
-def wait_ready(proxy: Proxy, timeout: float = 5.0) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            req = urllib.request.Request(proxy.base_url + "/models",
-                                         headers={"Authorization": f"Bearer {proxy.token}"})
-            urllib.request.urlopen(req, timeout=1).read()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)

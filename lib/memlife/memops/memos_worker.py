@@ -23,7 +23,8 @@ reply the extractor did get and that does not parse is the model's failure: "add
 
 The memory is MemOS's `general_text` textual memory: the MemOS extractor LLM (pointed at the
 memlife proxy) turns each session into memory items, the local MiniLM embeds them, and a local
-Qdrant collection under DIR stores them. This file imports nothing from memlife.
+Qdrant collection under DIR stores them. This file imports nothing from memlife. (The tests'
+network audit reaches this process through its environment: tests/audit_site/.)
 
 TOKEN is the proxy's per-run bearer token, the extractor's API key. It is a secret: it arrives
 only on stdin, and every error this worker reports or prints has it blanked out first.
@@ -35,32 +36,6 @@ import traceback
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-def _audit_network(path):
-    """Tests set MEMLIFE_NET_AUDIT=<file>: any connection off loopback is logged there and refused."""
-    import ipaddress
-
-    def hook(event, args):
-        if event != "socket.connect":
-            return
-        addr = args[1]
-        host = addr[0] if isinstance(addr, tuple) else None
-        if host is None:
-            return  # AF_UNIX
-        try:
-            ok = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            ok = host == "localhost"
-        if not ok:
-            with open(path, "a") as fh:
-                fh.write(f"memos_worker {addr!r}\n")
-            raise ConnectionRefusedError(f"network audit: connection to {addr!r} refused")
-
-    sys.addaudithook(hook)
-
-
-if os.environ.get("MEMLIFE_NET_AUDIT"):
-    _audit_network(os.environ["MEMLIFE_NET_AUDIT"])
 
 _REAL_STDOUT = sys.stdout
 sys.stdout = sys.stderr  # the library's prints must not corrupt the protocol

@@ -16,18 +16,23 @@ recomputed from the records.
   judges, and the audit pair picked by what its judges are (headline judge vs the audit judge,
   else vs the scorer).
 - `surviving_gold_ablation`, `placement_placebo`: the restore-tightness ablation.
+- `load_run`: a profile's records, their observations and the headline reader and judge, as
+  notebooks 23 and 24 both start.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .. import paper_reference, stats
-from ..evict import BASELINE_POLICIES, CONTROL, NO_EVICT
-from .decompose import CELL, COUNT_COLUMNS, decompose, is_audit_judge, sort_cells
+from ..evict import BASELINE_POLICIES, CONTROL, FIFO, NO_EVICT
+from ..paper_reference import PAPER_BUDGETS
+from .decompose import (CELL, COUNT_COLUMNS, DETERMINISTIC_JUDGE, decompose, is_audit_judge, load_records,
+                        observations, records_path, sort_cells)
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
 SHARES = {
@@ -53,15 +58,6 @@ class CellBootstrap:
     question_ids: np.ndarray
     sums: np.ndarray
     counts: np.ndarray
-
-    def cell_index(self, **where) -> int:
-        m = np.ones(len(self.cells), dtype=bool)
-        for k, v in where.items():
-            m &= (self.cells[k] == v).to_numpy()
-        idx = np.flatnonzero(m)
-        if len(idx) != 1:
-            raise KeyError(f"{len(idx)} cells match {where}")
-        return int(idx[0])
 
     def ratio(self, name: str, cell_idx: np.ndarray | list[int] | None = None,
               mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -318,9 +314,9 @@ def judge_agreement(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def surviving_gold_ablation(obs: pd.DataFrame) -> pd.DataFrame:
-    """Restore-tightness, part 1: of the irreversible errors, how many the reader already gets
-    right when only the *surviving* gold is restored (arm 'restore_surviving'). Those would be
-    recoverable, not irreversible; few of them means the full-gold restore is a tight bound.
+    """Restore-tightness, surviving gold: of the irreversible errors, how many the reader already
+    gets right when only the *surviving* gold is restored (arm 'restore_surviving'). Those would
+    be recoverable, not irreversible; few of them means the full-gold restore is a tight bound.
 
     Per reader, judge and regime. Under forced-gold the arm is the policy context itself
     (forced-gold = inject(surviving gold), :mod:`memlife.restore.arms`), so that row flips
@@ -339,11 +335,11 @@ def surviving_gold_ablation(obs: pd.DataFrame) -> pd.DataFrame:
 
 
 def placement_placebo(obs: pd.DataFrame) -> pd.DataFrame:
-    """Restore-tightness, part 2: of the oracle-answerable errors, the share flipped to correct by
-    placing non-gold snippets where the gold used to sit (arm 'placebo'), beside the share the
-    real restore flips. The placebo share bounds what presentation (plus unannotated evidence
-    near the gold) does. Per reader, judge and regime: one placebo context serves both regimes,
-    but their errors differ."""
+    """Restore-tightness, placement placebo: of the oracle-answerable errors, the share flipped to
+    correct by placing non-gold snippets where the gold used to sit (arm 'placebo'), beside the
+    share the real restore flips. The placebo share bounds what presentation (plus unannotated
+    evidence near the gold) does. Per reader, judge and regime: one placebo context serves both
+    regimes, but their errors differ."""
     err = obs[(obs["n_errors"] == 1) & obs["placebo_correct"].notna()]
     g = err.assign(
         placebo_flip=err["placebo_correct"].astype(bool).astype(int),
@@ -354,9 +350,6 @@ def placement_placebo(obs: pd.DataFrame) -> pd.DataFrame:
     g["placebo_flip_share"] = stats.safe_ratio(g["n_placebo_flips"], g["n_errors_tested"])
     g["restore_flip_share"] = stats.safe_ratio(g["n_restore_flips"], g["n_errors_tested"])
     return g
-
-
-DETERMINISTIC_JUDGE = "deterministic"  # the judge name part 1 gives the deterministic scorer
 
 
 def pick(records_or_obs: pd.DataFrame, column: str, wanted: str = "") -> str:
@@ -374,6 +367,41 @@ def pick(records_or_obs: pd.DataFrame, column: str, wanted: str = "") -> str:
     counts = values.value_counts()
     top = counts[counts == counts.max()].index
     return sorted(top)[0]
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """A run's restore records, read once for the analyses (:func:`load_run`)."""
+
+    path: Path
+    records: pd.DataFrame  # every row, the judge audit's included (`decompose.load_records`)
+    obs: pd.DataFrame  # one row per policy observation (`decompose.observations`)
+    reader: str  # the headline reader and judge (:func:`pick`)
+    judge: str
+
+    def describe(self) -> str:
+        obs = self.obs
+        return (f"{len(self.records):,} records, {len(obs):,} policy observations, "
+                f"{obs['question_id'].nunique()} questions; readers {sorted(obs['reader'].unique())}, "
+                f"judges {sorted(obs['judge'].unique())}; headline reader {self.reader!r}, judge {self.judge!r}; "
+                f"{obs.attrs['n_excluded_unlabelled']} observations excluded for an empty label")
+
+
+def load_run(profile: str, reader: str = "", judge: str = "") -> RunRecords:
+    """The records 22_read_restore wrote for `profile`, checked against the contract, their
+    observations, and the headline reader and judge (`reader`, `judge`: empty = :func:`pick`'s
+    choice). A missing file says which notebook writes it."""
+    from .. import paths
+
+    path = records_path(paths.layout(profile).run)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist: run notebooks/22_read_restore.ipynb first "
+            f"(make PROFILE={profile} ... runs it before this notebook)."
+        )
+    records = load_records(path)
+    obs = observations(records, source=str(path))
+    return RunRecords(path, records, obs, pick(obs, "reader", reader), pick(obs, "judge", judge))
 
 
 def audit_agreement(agreement: pd.DataFrame, judge: str | None = None) -> pd.Series | None:
@@ -453,7 +481,7 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
     t = r1[(r1["reader"] == reader) & (r1["judge"] == judge)]
     budgets = sorted({int(b) for b in t["budget"]})
     rows = []
-    for paper_b, ours_b in ((80000, budgets[-1]), (8000, budgets[0])):
+    for paper_b, ours_b in ((PAPER_BUDGETS[-1], budgets[-1]), (PAPER_BUDGETS[0], budgets[0])):
         for p in BASELINE_POLICIES:
             c = t[(t["policy"] == p) & (t["budget"] == ours_b) & (t["regime"] == "topk")]
             if c.empty:
@@ -467,7 +495,7 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
     if len(fg):
         rows.append(_row("forced-gold two-bin share, min over evicting cells", "two_bin_share",
                          float(fg["two_bin_share"].min()), our_cell=f"{len(fg)} cells",
-                         policy="fifo", budget=8000, regime="forced_gold"))
+                         policy=FIFO, budget=PAPER_BUDGETS[0], regime="forced_gold"))
     g = r2[(r2["reader"] == reader) & (r2["judge"] == judge)]
     if len(g):
         rows.append(_row("R2 Holm rejections", "r2_holm_rejections", int(g["holm_reject"].sum()),

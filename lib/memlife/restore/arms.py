@@ -31,7 +31,7 @@ comes from the llm cache: rebuilding the records replays cached calls.
 
 Judging: the deterministic scorer (:func:`deterministic_correct`) always; the paper's LLM
 judge in addition when :func:`memlife.llm.judge_available` is true. Records hold one row per
-question × cell × regime × arm × judge, ``judge`` naming the judge (``"deterministic"`` or
+question × cell × regime × arm × judge, ``judge`` naming the judge (:data:`DETERMINISTIC_JUDGE` or
 the judge model). The judge audit (:func:`judge_audit`) adds rows for a seeded sample of items,
 re-graded by the ``judge_audit`` role, with ``judge`` = ``"audit:" + model``.
 """
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -47,15 +48,15 @@ import pandas as pd
 from memlife import retrieve, tokens
 from memlife.evict import Eviction
 from memlife.longmem import Question
+from memlife.paper_reference import PAPER_BUDGETS
 from memlife.restore import prompts
-from memlife.restore.decompose import ARMS, AUDIT_JUDGE_PREFIX  # ARMS: also the records' sort order
+from memlife.restore.decompose import (  # ARMS: also the records' sort order
+    ARMS, AUDIT_JUDGE_PREFIX, DETERMINISTIC_JUDGE, records_path)
 from memlife.units import Unit
 
-DETERMINISTIC_JUDGE = "deterministic"
 RECORD_COLUMNS = ("question_id", "question_type", "policy", "budget", "regime", "seed", "reader",
                   "judge", "arm", "correct", "n_gold", "n_gold_evicted", "context_tokens",
                   "hypothesis", "judge_raw")
-PAPER_BUDGETS = (8_000, 30_000, 80_000)
 PAPER_HISTORY_TOKENS = 102_000
 
 
@@ -67,10 +68,6 @@ def scaled_budgets(history_tokens: int) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # Contexts
 # ---------------------------------------------------------------------------------------------
-def clean_gold_ids(units: Sequence[Unit]) -> list[str]:
-    return [u.unit_id for u in units if u.is_gold]
-
-
 @dataclass(frozen=True)
 class Read:
     """One row-to-be: which question, cell and arm, and the context the reader sees."""
@@ -355,10 +352,8 @@ def combine(*frames: pd.DataFrame) -> pd.DataFrame:
     return to_frame([row for f in frames for row in f.to_dict("records")])
 
 
-def write_records(df: pd.DataFrame, run_dir) -> "Path":  # noqa: F821
-    from pathlib import Path
-
-    path = Path(run_dir) / "restore" / "records.parquet"
+def write_records(df: pd.DataFrame, run_dir) -> Path:
+    path = records_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(path, index=False)
     return path

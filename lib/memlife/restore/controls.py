@@ -38,9 +38,6 @@ from memlife.restore import arms, pipeline
 from memlife.restore.subjects import SubjectReader, key_hashes
 from memlife.units import Unit
 
-# Every policy that needs no model. LLM-importance asks the scorer for a score per distinct unit
-# text (~235,000 at the quick profile's scale): a model call each, which a reference run has not.
-MODEL_FREE_POLICIES = ("fifo", "random", "redundancy", evict.NO_EVICT, evict.CONTROL)
 CELL = ("policy", "budget", "regime")
 BINS = ("n_errors", "irreversible", "recoverable", "residual")
 SHARES = {"irreversible_share": "irreversible", "recoverable_share": "recoverable", "residual_share": "residual"}
@@ -55,7 +52,9 @@ class GridConfig:
     k: int
     restore_cap: int
     seed: int = 0
-    policies: list[str] = field(default_factory=lambda: list(MODEL_FREE_POLICIES))
+    # Every policy that needs no model: LLM-importance asks the scorer for a score per distinct
+    # unit text (~235,000 at the quick profile's scale), a model call each, which a reference run has not.
+    policies: list[str] = field(default_factory=lambda: list(evict.MODEL_FREE_POLICIES))
     ablation_arms: bool = True
     workers: int | None = None  # processes sharing the questions (None: every core); same grid for any number
 
@@ -96,9 +95,9 @@ def build_grid(cfg: GridConfig) -> Grid:
     question's evictions and reads. The result is the same for any number of workers."""
     from memlife import parallel
 
-    bad = [p for p in cfg.policies if p not in MODEL_FREE_POLICIES]
+    bad = [p for p in cfg.policies if p not in evict.MODEL_FREE_POLICIES]
     if bad:
-        raise ValueError(f"{bad} need a model; model-free policies: {MODEL_FREE_POLICIES}")
+        raise ValueError(f"{bad} need a model; model-free policies: {evict.MODEL_FREE_POLICIES}")
     questions = [longmem.to_question(r) for r in longmem.build(cfg.n_questions, cfg.history_tokens, seed=cfg.seed)]
     budgets, seeds = list(cfg.budgets), list(cfg.seeds)
     with_control = evict.CONTROL in cfg.policies

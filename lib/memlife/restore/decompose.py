@@ -30,11 +30,13 @@ CONTRACT_COLUMNS = (
 CELL = ("policy", "budget", "regime", "reader", "judge")
 OBSERVATION_KEY = (*CELL, "question_id", "seed")
 CORE_ARMS = ("policy", "restore", "clean_gold")
-# Restore-tightness ablation arms (Appendix C), an addition to the part-1 contract: the same
-# question x cell x seed keys as the policy arm, read with only the surviving gold restored
+# Restore-tightness ablation arms (Appendix C), beyond the DESIGN.md contract's three arms: the
+# same question x cell x seed keys as the policy arm, read with only the surviving gold restored
 # ("restore_surviving") or with non-gold snippets placed where the gold used to sit ("placebo").
 ABLATION_ARMS = ("restore_surviving", "placebo")
 ARMS = CORE_ARMS + ABLATION_ARMS
+# The `judge` of the rows the deterministic scorer grades; every record set carries them.
+DETERMINISTIC_JUDGE = "deterministic"
 # Judge-audit rows (Appendix C) carry `judge` = this prefix + the audit model: they re-grade a
 # sample of items, so they are an agreement check (analyses.judge_agreement), never a cell.
 AUDIT_JUDGE_PREFIX = "audit:"
@@ -67,6 +69,12 @@ def _plain(v):
     if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
         return None
     return v.item() if hasattr(v, "item") else v
+
+
+def records_path(run_dir: str | Path) -> Path:
+    """Where a run's restore records live: 22_read_restore writes them (`arms.write_records`),
+    23_decomposition and 24_robustness read them (`analyses.load_run`)."""
+    return Path(run_dir) / "restore" / "records.parquet"
 
 
 def load_records(path: str | Path) -> pd.DataFrame:

@@ -72,11 +72,6 @@ PROMPTS = {
 }
 
 
-def reader_messages(today: str, snippets: str, question: str) -> list[dict]:
-    return [{"role": "system", "content": READER_SYSTEM},
-            {"role": "user", "content": READER_USER.format(today=today, snippets=snippets, question=question)}]
-
-
 def judge_messages(question: str, reference: str, hypothesis: str) -> list[dict]:
     return [{"role": "system", "content": JUDGE_SYSTEM},
             {"role": "user", "content": JUDGE_USER.format(question=question, reference=reference,

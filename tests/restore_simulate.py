@@ -1,9 +1,10 @@
-"""SYNTHETIC restore records, for tests, benchmarks and the bootstrap's coverage check only.
+"""SYNTHETIC restore records, for the tests and bench/bench_bootstrap.py only.
 
 Nothing here touches a model: every label is a coin flip from a made-up generative model. These
 records exist to exercise the decomposition and statistics code at realistic shapes and sizes.
-They must never feed a reported table or figure (the notebooks read the records that
-22_read_restore produces, and every synthetic row says "SYNTHETIC" in its hypothesis and reader).
+They never feed a reported table or figure: this module lives beside the tests, outside the
+`memlife` package, the notebooks read the records that 22_read_restore produces, and every
+synthetic row says "SYNTHETIC" in its hypothesis and reader.
 """
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from memlife.evict import CONTROL, NO_EVICT, POLICIES
+from memlife.evict import CONTROL, FIFO, IMPORTANCE, NO_EVICT, POLICIES, RANDOM, REDUNDANCY
+from memlife.restore.decompose import CONTRACT_COLUMNS
 from memlife.retrieve import REGIMES
-
-from .decompose import CONTRACT_COLUMNS
 
 SYNTHETIC_TAG = "SYNTHETIC"
 QUESTION_TYPES = (
@@ -23,10 +23,7 @@ QUESTION_TYPES = (
     "multi-session", "temporal-reasoning", "knowledge-update",
 )
 # Gold-unit eviction probability relative to the budget's base rate (the control ~3x baseline).
-_POLICY_EVICTION = {
-    "fifo": 1.0, "random": 1.0, "redundancy": 0.9, "importance": 0.75, NO_EVICT: 0.0,
-    CONTROL: 3.0,
-}
+_POLICY_EVICTION = {FIFO: 1.0, RANDOM: 1.0, REDUNDANCY: 0.9, IMPORTANCE: 0.75, NO_EVICT: 0.0, CONTROL: 3.0}
 
 
 def _sigmoid(x):
