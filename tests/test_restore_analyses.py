@@ -288,6 +288,8 @@ def test_load_run_reads_a_profiles_records_and_picks_the_headline_reader_and_jud
     from memlife import paths
 
     monkeypatch.setenv("MEMLIFE_ROOT", str(tmp_path))
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "smoke.yaml").write_text("common: {}\nnotebooks: {}\n")
     with pytest.raises(FileNotFoundError, match="run notebooks/22_read_restore.ipynb first"):
         a.load_run("smoke")
     rec = simulate_records(5, judges=("deterministic", "zz-llm-judge"))
