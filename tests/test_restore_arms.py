@@ -173,3 +173,13 @@ def test_reading_resumes_after_a_failure_without_repeating_a_call(dataset, isola
     assert fault_server.received[fail_at] == 2
     assert all(fault_server.received[p] == 1 for p in plan.distinct_prompts if p != fail_at)
     assert answers == {p: "echo: " + p for p in plan.distinct_prompts}
+
+
+def test_budgets_named_paper_follow_the_history_length_and_lists_stay_token_counts():
+    assert arms.resolve_budgets("paper", 102_000) == [8_000, 30_000, 80_000]  # the paper's, exactly
+    assert arms.resolve_budgets("paper", 1_500) == [118, 441, 1_176]  # 8000 * 1500 / 102000 = 117.6 ...
+    assert arms.resolve_budgets("paper", 600) == [47, 176, 471]
+    assert arms.resolve_budgets([100, 200], 600) == [100, 200]
+    for bad in ("papers", [100, 0], [1.5]):
+        with pytest.raises(ValueError, match="'paper' or a list of positive token counts"):
+            arms.resolve_budgets(bad, 600)

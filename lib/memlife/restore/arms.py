@@ -65,6 +65,17 @@ def scaled_budgets(history_tokens: int) -> list[int]:
     return [round(b * history_tokens / PAPER_HISTORY_TOKENS) for b in PAPER_BUDGETS]
 
 
+def resolve_budgets(budgets: str | Sequence[int], history_tokens: int) -> list[int]:
+    """A profile's `budgets` parameter in tokens: "paper" is the paper's 8k/30k/80k of its ~102k-token
+    histories as the same fractions of `history_tokens` (so they follow the history length a profile
+    sets); a list is taken as token budgets."""
+    if budgets == "paper":
+        return scaled_budgets(history_tokens)
+    if isinstance(budgets, str) or not all(isinstance(b, int) and b > 0 for b in budgets):
+        raise ValueError(f"budgets = {budgets!r}: 'paper' or a list of positive token counts")
+    return list(budgets)
+
+
 # ---------------------------------------------------------------------------------------------
 # Contexts
 # ---------------------------------------------------------------------------------------------
