@@ -241,8 +241,9 @@ smoke:
 
 # ------------------------------------------------------------------------------ real data (online)
 # The offline defaults build LongMemEval-format data and use Chit-Chat filler; with internet:
-LONGMEMEVAL := data/longmemeval/longmemeval_s_cleaned.json
-ULTRACHAT := data/ultrachat/train_0.jsonl
+# Downloads go to data/raw/, which make clean keeps.
+LONGMEMEVAL := data/raw/longmemeval/longmemeval_s_cleaned.json
+ULTRACHAT := data/raw/ultrachat/train_0.jsonl
 longmemeval: $(LONGMEMEVAL)
 $(LONGMEMEVAL): | env
 	mkdir -p $(@D)

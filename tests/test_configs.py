@@ -53,6 +53,8 @@ def test_unknown_profile_and_section_are_named(tmp_path):
         paths.layout("huge", ROOT)
     with pytest.raises(ValueError, match="profile name '../quick'"):
         paths.layout("../quick", ROOT)
+    with pytest.raises(ValueError, match="profile name 'raw'.*none of raw, tables"):
+        paths.layout("raw", ROOT)  # data/raw/ holds the downloads
     with pytest.raises(KeyError, match="notebooks.99_missing"):
         config.notebook_params("smoke", "99_missing", ROOT)
 

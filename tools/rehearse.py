@@ -90,7 +90,7 @@ def rehearsal_root(profile: str, fraction: float, without: tuple[str, ...] = ())
     base = ROOT / ".cache" / "rehearsal-root" / profile
     shutil.rmtree(base, ignore_errors=True)
     (base / "configs").mkdir(parents=True)
-    for rel in ("notebooks", "results/replies", "results/paper_reference", "data/longmemeval", "data/ultrachat",
+    for rel in ("notebooks", "results/replies", "results/paper_reference", "data/raw",
                 "tests/data", ".venv-memos"):
         src = ROOT / rel
         if src.exists():

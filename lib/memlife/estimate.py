@@ -35,8 +35,8 @@ CALLING = ("10_memops_build", "12_memops_eval", "20_longmem_data", "21_eviction"
 # What a notebook reads from the project itself rather than from an earlier notebook.
 # MemOS's own environment is found under the project root (memops.systems.memos_python): without
 # it the scratch run would skip MemOS and count none of its calls.
-_SHARED = ("notebooks", "configs", "results/replies", "results/paper_reference", "data/longmemeval",
-           "data/ultrachat", "tests/data", ".venv-memos")
+_SHARED = ("notebooks", "configs", "results/replies", "results/paper_reference", "data/raw",
+           "tests/data", ".venv-memos")
 
 
 def scratch_root(profile: str, root: Path | None = None, kind: str = "estimate") -> Path:

@@ -31,7 +31,8 @@ LONGMEMEVAL_S_URL = (
 # SHA-256 of that file (its git-LFS oid; 277,383,467 bytes).
 LONGMEMEVAL_S_SHA256 = "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442"
 # Where the loader and `make data` expect the real file, relative to the repository root.
-LONGMEMEVAL_S_RELPATH = Path("data") / "longmemeval" / "longmemeval_s_cleaned.json"
+# Downloads live under data/raw/: shared by every profile, never rebuilt, kept by `make clean`.
+LONGMEMEVAL_S_RELPATH = Path("data") / "raw" / "longmemeval" / "longmemeval_s_cleaned.json"
 
 QUESTION_TYPES = (
     "single-session-user",

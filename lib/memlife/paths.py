@@ -18,6 +18,8 @@ from pathlib import Path
 # The profile whose tables, figures and recorded replies are committed (`make publish`).
 COMMITTED_PROFILE = "quick"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+# Folders beside the profiles' own under results/ and data/: no profile may take their names.
+RESERVED = ("raw", "tables", "logs", "usage", "replies", "paper_reference")
 
 
 def repo_root() -> Path:
@@ -36,7 +38,7 @@ def repo_root() -> Path:
 def profiles(root: Path | None = None) -> list[str]:
     """Every profile the project has: the stems of configs/*.yaml."""
     return sorted(p.stem for p in ((Path(root) if root else repo_root()) / "configs").glob("*.yaml")
-                  if _NAME.fullmatch(p.stem))
+                  if _NAME.fullmatch(p.stem) and p.stem not in RESERVED)
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,9 @@ class Layout:
 def layout(profile: str, root: Path | None = None) -> Layout:
     """The paths of `profile`, which must name a file configs/<profile>.yaml."""
     root = Path(root) if root else repo_root()
-    if not _NAME.fullmatch(profile or ""):
+    if not _NAME.fullmatch(profile or "") or profile in RESERVED:
         raise ValueError(f"profile name {profile!r}: use letters, digits, '_' and '-' (it names configs/<name>.yaml "
-                         f"and results/<name>/)")
+                         f"and results/<name>/), and none of {', '.join(RESERVED)}")
     if not (root / "configs" / f"{profile}.yaml").is_file():
         raise ValueError(f"unknown profile {profile!r}: no {root / 'configs' / f'{profile}.yaml'} "
                          f"(profiles here: {', '.join(profiles(root)) or 'none'})")
