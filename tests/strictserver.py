@@ -178,6 +178,14 @@ if __name__ == "__main__":  # standalone, for a dress rehearsal: prints its URL,
     ap.add_argument("--no-window-report", action="store_true")
     ap.add_argument("--rpm", type=int)
     a = ap.parse_args()
+    # Started in the background of a shell, a process inherits SIGINT ignored: stop on either signal.
+    import signal
+
+    def _stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
     with StrictServer(window=a.window, report_window=not a.no_window_report, rpm=a.rpm) as srv:
         print(srv.base_url, flush=True)
         try:

@@ -157,8 +157,13 @@ def main() -> int:
             if proc.returncode:
                 break
     finally:
-        server.send_signal(signal.SIGINT)
-        tail = server.communicate(timeout=30)[0]
+        server.send_signal(signal.SIGTERM)
+        try:
+            tail = server.communicate(timeout=120)[0]
+        except subprocess.TimeoutExpired:
+            server.kill()
+            tail = server.communicate()[0] + '\n{"accepted": null, "rejected": ["the emulator did not stop"]}'
+
     emulator = json.loads(tail.strip().splitlines()[-1])
     report = {"profile": a.profile, "fraction": a.fraction, "model": a.model, "window": a.window,
               "audit_model": a.audit_model, "changes": changes, "estimate_s": round(est_s, 1),
