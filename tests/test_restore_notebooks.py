@@ -5,6 +5,7 @@ in so the notebooks' code paths — one reader and judge, and two of each with t
 run without a model. Nothing produced here is a reported result.
 """
 import os
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -21,6 +22,8 @@ NOTEBOOKS = ("23_decomposition", "24_robustness")
 def _scratch_root(tmp_path: Path, records=None) -> Path:
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "lib" / "memlife").mkdir(parents=True)
+    (tmp_path / "configs").mkdir()
+    shutil.copy(ROOT / "configs" / "smoke.yaml", tmp_path / "configs")  # the notebooks' profile
     if records is not None:
         out = tmp_path / "results" / "smoke" / "restore"
         out.mkdir(parents=True)

@@ -86,7 +86,8 @@ def params(profile: str, root: Path | None = None) -> Params:
                          f"({p20['source']}, {p21['source']}, {p22['source']})")
     return Params(profile=profile, seed=int(p22["seed"]), source=p20["source"],
                   n_questions=int(p20["n_questions"]), history_tokens=int(p20["history_tokens"]),
-                  budgets=tuple(int(b) for b in p21["budgets"]), seeds=tuple(int(s) for s in p21["seeds"]),
+                  budgets=tuple(arms.resolve_budgets(p21["budgets"], int(p21["history_tokens"]))),
+                  seeds=tuple(int(s) for s in p21["seeds"]),
                   k=int(p22["k"]), restore_cap=int(p22["restore_cap"]),
                   reader_max_tokens=int(p22["reader_max_tokens"]),
                   ablation_arms=bool(p22.get("ablation_arms", False)),
