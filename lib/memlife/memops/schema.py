@@ -308,11 +308,6 @@ def user_turn_text(instance: Instance, span: Span) -> str | None:
     return seg[span.turn].text
 
 
-def adjacent_history(instance: Instance) -> list[Turn]:
-    """The adjacent setting: the evidence conversation's 24 turns in order."""
-    return [t for seg in instance.segments for t in seg]
-
-
 def long_context_history(instance: Instance) -> list[list[Turn]]:
     """The long-context setting: one turn list per conversation, evidence already in place."""
     if instance.long_context is None:
