@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from memlife import paths, report
 from memlife.memops import describe
-from memlife.memops.schema import load_instances, PAPER_CATEGORY_COUNTS, CATEGORIES
+from memlife.memops.schema import load_instances, CATEGORIES
+from memlife.paper_reference import MEMOPS_CATEGORY_COUNTS, MEMOPS_TABLE2
 
 lay = paths.layout(profile)
 data_dir = lay.data / "memops"
@@ -51,7 +52,7 @@ split into fine-grained sub-topics (listed in the table below). Right: tokens pe
 lengths = describe.token_lengths(instances)
 n_topics_ours = len({i.topic_id for i in instances})
 per_cat = cats.groupby("category", observed=False)["topics"].sum().reindex(list(CATEGORIES)).fillna(0)
-paper_scaled = [PAPER_CATEGORY_COUNTS[c] * n_topics_ours / 100 for c in CATEGORIES]
+paper_scaled = [MEMOPS_CATEGORY_COUNTS[c] * n_topics_ours / sum(MEMOPS_CATEGORY_COUNTS.values()) for c in CATEGORIES]
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
 ax = axes[0]
 y = range(len(CATEGORIES))
@@ -61,10 +62,10 @@ ax.set_yticks(list(y), list(CATEGORIES)); ax.invert_yaxis(); ax.set_xlabel("topi
 ax.set_title("Topics per category")
 sns.histplot(lengths["adjacent_tokens"], ax=axes[1], bins=20)
 axes[1].axvline(lengths["adjacent_tokens"].mean(), color="k", ls="--", lw=1)
-axes[1].set_title(f"Evidence conversation (mean {lengths['adjacent_tokens'].mean():.0f}; paper 2,557)")
+axes[1].set_title(f"Evidence conversation (mean {lengths['adjacent_tokens'].mean():.0f}; paper {MEMOPS_TABLE2['Avg. approx. tokens (adjacent)']:,})")
 axes[1].set_xlabel("tokens (o200k_base)")
 sns.histplot(lengths["long_context_tokens"], ax=axes[2], bins=20, color=sns.color_palette()[2])
-axes[2].set_title(f"Long-context history (mean {lengths['long_context_tokens'].mean():,.0f}; paper 60,821)")
+axes[2].set_title(f"Long-context history (mean {lengths['long_context_tokens'].mean():,.0f}; paper {MEMOPS_TABLE2['Avg. approx. tokens (long-context)']:,})")
 axes[2].set_xlabel("tokens (o200k_base)")
 fig.tight_layout()
 report.save_figure(fig, "fig4_memops_topics_lengths", lay.figures)

@@ -26,15 +26,6 @@ CATEGORIES = (
     "Temporary Status",
     "Corrections & Errors",
 )
-# Section 3.4: 22/21/20/16/11/10 of the paper's 100 topics.
-PAPER_CATEGORY_COUNTS = {
-    "Plans & Events": 22,
-    "Personal Profile": 21,
-    "Social Contacts": 20,
-    "Preferences & Devices": 16,
-    "Temporary Status": 11,
-    "Corrections & Errors": 10,
-}
 OP_TYPES = ("remember", "forget", "update", "reflect", "trajectory")  # conversation-level
 OPERATION_TYPES = ("remember", "forget", "update", "reflect")  # one gold operation
 PROBE_TYPES = (
