@@ -15,12 +15,10 @@ tags), and one full instance of each operation type so that a reader can judge t
 ("params", """profile = "smoke"
 seed = 0"""),
 ("code", """import json
-import matplotlib.pyplot as plt
 import seaborn as sns
 from memlife import paths, report
-from memlife.memops import describe
-from memlife.memops.schema import load_instances, CATEGORIES
-from memlife.paper_reference import MEMOPS_CATEGORY_COUNTS, MEMOPS_TABLE2
+from memlife.memops import describe, figures
+from memlife.memops.schema import load_instances
 
 lay = paths.layout(profile)
 data_dir = lay.data / "memops"
@@ -50,24 +48,7 @@ split into fine-grained sub-topics (listed in the table below). Right: tokens pe
 (adjacent setting) and per long-context history."""),
 ("code", """cats = describe.category_breakdown(instances)
 lengths = describe.token_lengths(instances)
-n_topics_ours = len({i.topic_id for i in instances})
-per_cat = cats.groupby("category", observed=False)["topics"].sum().reindex(list(CATEGORIES)).fillna(0)
-paper_scaled = [MEMOPS_CATEGORY_COUNTS[c] * n_topics_ours / sum(MEMOPS_CATEGORY_COUNTS.values()) for c in CATEGORIES]
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-ax = axes[0]
-y = range(len(CATEGORIES))
-ax.barh([i + 0.2 for i in y], per_cat.values, height=0.4, label="ours", color=sns.color_palette()[0])
-ax.barh([i - 0.2 for i in y], paper_scaled, height=0.4, label="paper (scaled)", color=sns.color_palette()[7])
-ax.set_yticks(list(y), list(CATEGORIES)); ax.invert_yaxis(); ax.set_xlabel("topics"); ax.legend()
-ax.set_title("Topics per category")
-sns.histplot(lengths["adjacent_tokens"], ax=axes[1], bins=20)
-axes[1].axvline(lengths["adjacent_tokens"].mean(), color="k", ls="--", lw=1)
-axes[1].set_title(f"Evidence conversation (mean {lengths['adjacent_tokens'].mean():.0f}; paper {MEMOPS_TABLE2['Avg. approx. tokens (adjacent)']:,})")
-axes[1].set_xlabel("tokens (o200k_base)")
-sns.histplot(lengths["long_context_tokens"], ax=axes[2], bins=20, color=sns.color_palette()[2])
-axes[2].set_title(f"Long-context history (mean {lengths['long_context_tokens'].mean():,.0f}; paper {MEMOPS_TABLE2['Avg. approx. tokens (long-context)']:,})")
-axes[2].set_xlabel("tokens (o200k_base)")
-fig.tight_layout()
+fig = figures.topics_and_lengths(cats, lengths)
 report.save_figure(fig, "fig4_memops_topics_lengths", lay.figures)
 report.save_table(cats.astype({"category": str}), "fig4_memops_subtopics", lay.tables)
 cats"""),
@@ -77,16 +58,7 @@ cats"""),
 kind of targeted distractor or control (a probe counts once per tag). In the paper context-level distractors
 are the most frequent, followed by recency-top and same-target."""),
 ("code", """comp = describe.composition(instances)
-fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-sns.barplot(data=comp["operations"], x="op_type", y="conversations", ax=axes[0], color=sns.color_palette()[0])
-axes[0].set_title("(a) operation types")
-sns.barplot(data=comp["probes"], y="probe_type", x="probes", ax=axes[1], color=sns.color_palette()[1])
-axes[1].set_title("(b) probe types")
-sns.barplot(data=comp["distractors"], y="tag", x="probes", ax=axes[2], color=sns.color_palette()[2])
-axes[2].set_title("(c) distractors and controls")
-for ax in axes:
-    ax.set_ylabel(ax.get_ylabel()); ax.tick_params(axis="x", rotation=20)
-fig.tight_layout()
+fig = figures.composition(comp)
 report.save_figure(fig, "fig5_memops_composition", lay.figures)
 for name, df in comp.items():
     report.save_table(df, f"fig5_memops_{name}", lay.tables)
