@@ -8,7 +8,7 @@ from nbwrite import write  # noqa: E402
 cells = [
 ("md", """# 10 · MemOps, stages 1–4: building the benchmark
 
-MemOps (paper 000, Section 3) evaluates conversational memory as a sequence of *lifecycle operations* —
+The MemOps paper (Section 3) evaluates conversational memory as a sequence of *lifecycle operations* —
 remember, forget, update, reflect, and trajectories composing them — rather than as plain QA. Every sample
 is an **evidence conversation** (3 sessions × 8 turns, user first, assistant last) with a **gold operation
 trace** (type, target, old → new value, trigger and evidence quotes that appear *verbatim* in the user turns
