@@ -173,7 +173,7 @@ def test_a_fenced_reply_parses_as_the_reader_parses_it():
     assert parse_response(f"Here you go: {body}").malformed  # anything else around it is not repaired
 
 
-# ---------------------------------------------------------------- judge prompt + parsing + agreement
+# ---------------------------------------------------------------- judge prompt + parsing
 
 def test_judge_prompt_is_pinned():
     # Changing the judge prompt changes every judged number: do it on purpose, update this pin.
@@ -196,15 +196,6 @@ def test_parse_judge_is_strict():
                 'Sure! {"accuracy": 1, "operation": 0, "provenance": 1, "leakage": 0, "stale": 0, "reflect": 0}'):
         with pytest.raises(metrics.JudgeParseError):
             metrics.parse_judge(bad)
-
-
-def test_agreement_percent_and_kappa_by_hand():
-    a = [True, True, False, False, None, True]
-    b = [True, False, False, False, True, True]
-    out = metrics.agreement(a, b)
-    # 5 paired: agree on 4 -> 0.8; po=0.8, pe = (3/5*2/5)+(2/5*3/5) = 0.48, kappa=(0.8-0.48)/0.52
-    assert out["n"] == 5 and out["agreement"] == pytest.approx(0.8)
-    assert out["kappa"] == pytest.approx((0.8 - 0.48) / 0.52)
 
 
 def test_summarize_means_over_applicable_probes():

@@ -8,7 +8,8 @@ import pytest
 
 from memlife.memops import plan as P
 from memlife.memops import realize as R
-from memlife.memops.schema import PAPER_CATEGORY_COUNTS, PROBE_TYPES, dumps, key_value
+from memlife.memops.schema import PROBE_TYPES, dumps, key_value
+from memlife.paper_reference import MEMOPS_CATEGORY_COUNTS
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +18,7 @@ def paper_plan():
 
 
 def test_category_counts_match_the_paper_at_100_and_scale_down():
-    assert P.category_counts(100) == PAPER_CATEGORY_COUNTS
+    assert P.category_counts(100) == MEMOPS_CATEGORY_COUNTS
     small = P.category_counts(10)
     assert sum(small.values()) == 10
     # Largest categories keep the largest shares when scaled down.
@@ -34,7 +35,7 @@ def test_paper_plan_scale(paper_plan):
     n_probes = sum(len(cp.probes) for cp in paper_plan)
     assert 1900 <= n_probes <= 2100  # paper: 2,006
     by_topic = Counter(cp.topic.kit.category for cp in {cp.topic.index: cp for cp in paper_plan}.values())
-    assert dict(by_topic) == PAPER_CATEGORY_COUNTS
+    assert dict(by_topic) == MEMOPS_CATEGORY_COUNTS
     assert len({cp.topic.kit.subtopic for cp in paper_plan}) >= 18  # fine-grained sub-topics
 
 

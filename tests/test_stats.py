@@ -1,5 +1,6 @@
 """memlife.stats: clustered bootstrap, intervals, p-values, Holm, agreement — against hand cases."""
 import numpy as np
+import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
@@ -122,14 +123,33 @@ def test_clustered_interval_covers_truth_at_nominal_rate():
 
 
 def test_agreement_and_kappa_by_hand():
-    a = [True, True, False, False, True]
-    b = [True, False, False, False, True]
-    assert stats.percent_agreement(a, b) == pytest.approx(0.8)
-    # p_o = 0.8; p_e = 0.6*0.4 + 0.4*0.6 = 0.48; kappa = 0.32 / 0.52
-    assert stats.cohen_kappa(a, b) == pytest.approx(0.32 / 0.52)
-    assert np.isnan(stats.cohen_kappa([True, True], [True, True]))
+    # the fifth item is unlabelled by a (None: the label does not apply), so 5 items are paired
+    a = [True, True, False, False, None, True]
+    b = [True, False, False, False, True, True]
+    ag = stats.agreement(a, b)
+    assert ag.n == 5 and ag.percent_agreement == pytest.approx(0.8)
+    # a: 3 True / 2 False; b: 2 True / 3 False; p_o = 4/5 = 0.8;
+    # p_e = 3/5*2/5 + 2/5*3/5 = 0.48; kappa = (0.8 - 0.48) / (1 - 0.48) = 0.32 / 0.52
+    assert ag.cohen_kappa == pytest.approx(0.32 / 0.52)
+    assert stats.percent_agreement(a, b) == ag.percent_agreement and stats.cohen_kappa(a, b) == ag.cohen_kappa
+    # the same items as numpy arrays with NaN for the missing label (the restore judges' records)
+    same = stats.agreement(np.array([1.0, 1, 0, 0, np.nan, 1]), pd.Series([True, False, False, False, True, True]))
+    assert (same.n, same.percent_agreement) == (5, ag.percent_agreement)
+    assert same.cohen_kappa == pytest.approx(ag.cohen_kappa)
+
+
+def test_agreement_edge_cases():
+    # one label for every item from both raters: chance agreement is 1, kappa 0/0
+    one = stats.agreement([True, True], [True, True])
+    assert (one.n, one.percent_agreement) == (2, 1.0) and np.isnan(one.cohen_kappa)
+    # constant raters that disagree on every item: p_o = p_e = 0, kappa 0
+    assert stats.agreement([True, True], [False, False]) == stats.Agreement(2, 0.0, 0.0)
+    # nothing both labelled: nothing to agree on, not disagreement
+    none = stats.agreement([None, True], [False, None])
+    assert none.n == 0 and np.isnan(none.percent_agreement) and np.isnan(none.cohen_kappa)
+    assert stats.agreement([], []).n == 0
     with pytest.raises(ValueError):
-        stats.percent_agreement([True], [True, False])
+        stats.agreement([True], [True, False])
 
 
 def test_cluster_sums_orders_and_fills_clusters():

@@ -1,15 +1,97 @@
-"""The restore paper's reported figures, each with the section and the sentence it comes from.
+"""The two papers' published values, each checked against the paper text; the one place they live.
 
-Tables put these beside our numbers; tests/test_paper_reference.py checks every quote against the
-paper text in ../shared/papers/ so a typo here cannot silently become "the paper's value".
-The paper is GPT-4o-mini (reader and judge) on LongMemEval-S at 8k/30k/80k budgets; ours differ
-in reader, judge and data unless a capable endpoint and the real LongMemEval file are configured.
+MemOps paper (`MEMOPS_PAPER`): Table 2's dataset statistics (`MEMOPS_TABLE2`), the topic
+categories of Section 3.4 (`MEMOPS_CATEGORY_COUNTS`), and Tables 3-5 (`memops_table`), as the
+paper prints them. The planner's category split, Table 2's paper column, Figure 4's paper means,
+and the paper rows and deltas of Tables 3-5 all read them from here.
+
+Restore paper (`RESTORE_PAPER`): the figures of Section 5 and the appendices, each with the
+sentence it comes from (`RESTORE_FIGURES`, `figure`, `figures`), and its budgets (`PAPER_BUDGETS`).
+
+Direction: the code reads the data files, never the other way round. Tables 3-5 stay as the
+paper prints them in `results/paper_reference/memops_table{3,4,5}.csv`, which only
+`memops_table` reads; every other value is a constant here. Nothing else restates any of them.
+tests/test_memops_paper_reference.py and tests/test_paper_reference.py check every value against
+the paper text in ../shared/papers/, so a typo cannot silently become "the paper's value".
+
+The MemOps paper reads with GPT-4.1-mini and frontier models judged by GPT-4o; the restore paper
+is GPT-4o-mini (reader and judge) on LongMemEval-S at 8k/30k/80k budgets. Ours differ in reader,
+judge and data unless a capable endpoint and the real data are configured.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+
+# ----------------------------------------------------------------------------- the MemOps paper
+
+MEMOPS_PAPER = "000_0a943ab90c8855d8.txt"
+
+# Table 2 (Section 3.4), by the row names of our Table 2: the paper's "Generated -> retained:
+# 727 -> 403" is two rows here, as our Table 2 reports both.
+MEMOPS_TABLE2 = {
+    "Unique topics": 100,
+    "Evidence conversations": 403,
+    "Evidence-conversation segments": 1209,
+    "Dialogue turns": 9672,
+    "Unique QA pairs": 2006,
+    "Evaluation instances (adj. + long)": 4012,
+    "Operation types": 5,
+    "Probe types": 6,
+    "Avg. operations per trajectory": 4.0,
+    "Avg. approx. tokens (adjacent)": 2557,
+    "Avg. approx. tokens (long-context)": 60821,
+    "Max. approx. tokens (long-context)": 68309,
+    "Avg. evidence spans per probe": 3.47,
+    "Multi-hop probes (%)": 20.1,
+    "Avg. context-level distractors": 5.7,
+    "Generated attempts": 727,
+    "Retained": 403,
+    "Retention rate (%)": 55.4,
+}
+
+# Section 3.4 ("Topic Coverage"): topics per category, 22/21/20/16/11/10 of the paper's 100; our
+# planner splits any number of topics in these proportions.
+MEMOPS_CATEGORY_COUNTS = {
+    "Plans & Events": 22,
+    "Personal Profile": 21,
+    "Social Contacts": 20,
+    "Preferences & Devices": 16,
+    "Temporary Status": 11,
+    "Corrections & Errors": 10,
+}
+
+# Tables 3-5 (Section 4) are data files, transcribed cell by cell as printed (three decimals
+# kept): results/paper_reference/memops_table{3,4,5}.csv, read by `memops_table`.
+MEMOPS_TABLE_TITLES = {
+    3: "Table 3: Overall performance on the MemOps.",
+    4: "Table 4: Answer accuracy by operation types.",
+    5: "Table 5: Answer accuracy by probe types.",
+}
+
+
+def memops_table_path(number: int) -> Path:
+    """The file that holds Table `number` (3, 4 or 5) of the MemOps paper."""
+    if number not in MEMOPS_TABLE_TITLES:
+        raise KeyError(f"the MemOps paper's tables transcribed are {sorted(MEMOPS_TABLE_TITLES)}, not {number}")
+    from . import paths
+
+    return paths.repo_root() / "results" / "paper_reference" / f"memops_table{number}.csv"
+
+
+def memops_table(number: int) -> pd.DataFrame:
+    """Table `number` of the MemOps paper: `Method`, then one float column per metric (Table 3),
+    operation type (Table 4) or probe type (Table 5), to put the paper's rows beside ours."""
+    import pandas as pd
+
+    return pd.read_csv(memops_table_path(number))
+
+
+# ----------------------------------------------------------------------------- the restore paper
 
 RESTORE_PAPER = "001_27ccb21e463f18b5.txt"
 PAPER_BUDGETS = (8000, 30000, 80000)
@@ -80,6 +162,8 @@ RESTORE_FIGURES: tuple[PaperFigure, ...] = (
 
 def figures(key: str | None = None) -> pd.DataFrame:
     """The paper's figures as a table (optionally one key), for putting beside ours."""
+    import pandas as pd
+
     df = pd.DataFrame([asdict(f) for f in RESTORE_FIGURES])
     df["budget"] = df["budget"].astype("Int64")
     return df if key is None else df[df["key"] == key].reset_index(drop=True)
@@ -107,3 +191,4 @@ def paper_budget(budget: int, budgets: list[int]) -> int | None:
     if budget == ours[-1]:
         return PAPER_BUDGETS[-1]
     return None
+

@@ -181,23 +181,46 @@ def clustered_ratio(df: pd.DataFrame, cluster: str, numerator: str, denominator:
     return Interval(float(safe_ratio(sums[:, 0].sum(), sums[:, 1].sum())), float(lo[0]), float(hi[0]))
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """Two raters' agreement over the items both labelled."""
+
+    n: int  # items both raters labelled
+    percent_agreement: float  # share of those items given the same label
+    cohen_kappa: float  # agreement beyond chance: (p_o - p_e) / (1 - p_e)
+
+
+def agreement(a: Sequence, b: Sequence) -> Agreement:
+    """Percent agreement and Cohen's kappa of two raters, item by item: the one definition both
+    tracks use (MemOps: the LLM judge against the scorer, per label; restore: every pair of judges).
+
+    The edge cases, decided here once:
+    - an item either rater left unlabelled (None or NaN: a label that does not apply, an errored
+      call) is left out, and `n` counts the items both labelled;
+    - no such item: n = 0 and both numbers NaN (nothing to agree on is not disagreement);
+    - both raters gave every item one and the same label: chance agreement is 1 and kappa 0/0,
+      so NaN, while percent agreement is 1;
+    - sequences of different lengths are an error, never truncated.
+    Kappa is scikit-learn's `cohen_kappa_score`.
+    """
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        raise ValueError(f"agreement needs two label sequences of equal length, got {len(a)} and {len(b)}")
+    pairs = [(x, y) for x, y in zip(a, b) if not (pd.isna(x) or pd.isna(y))]
+    if not pairs:
+        return Agreement(0, float("nan"), float("nan"))
+    xs = np.asarray([x for x, _ in pairs])
+    ys = np.asarray([y for _, y in pairs])
+    percent = float(np.mean(xs == ys))
+    kappa = float("nan") if np.union1d(xs, ys).size < 2 else float(cohen_kappa_score(xs, ys))
+    return Agreement(len(pairs), percent, kappa)
+
+
 def percent_agreement(a: Sequence, b: Sequence) -> float:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError("agreement needs two non-empty label sequences of equal length")
-    return float(np.mean(a == b))
+    """`agreement(a, b).percent_agreement`, for a caller that wants the one number."""
+    return agreement(a, b).percent_agreement
 
 
 def cohen_kappa(a: Sequence, b: Sequence) -> float:
-    """Cohen's kappa (scikit-learn); NaN when chance agreement is 1 (both raters constant)."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError("kappa needs two non-empty label sequences of equal length")
-    labels = np.union1d(a, b)
-    if labels.size < 2:
-        return float("nan")
-    pa = np.array([np.mean(a == v) for v in labels])
-    pb = np.array([np.mean(b == v) for v in labels])
-    if np.isclose(np.sum(pa * pb), 1.0):
-        return float("nan")
-    return float(cohen_kappa_score(a, b))
+    """`agreement(a, b).cohen_kappa`, for a caller that wants the one number."""
+    return agreement(a, b).cohen_kappa

@@ -51,10 +51,8 @@ def _use_llm(choice: str) -> bool:
         return True
     if choice != "auto":
         raise ValueError(f"realizer must be auto, template or llm, got {choice!r}")
-    try:
-        from memlife import llm
-    except ImportError:
-        return False
+    from memlife import llm
+
     return llm.role_configured("generator")
 
 
@@ -63,10 +61,8 @@ def _verifier_on(choice: str) -> bool:
         return False
     if choice != "auto":
         raise ValueError(f"verifier must be auto or off, got {choice!r}")
-    try:
-        from memlife import llm
-    except ImportError:
-        return False
+    from memlife import llm
+
     return llm.role_configured("verifier")
 
 

@@ -242,8 +242,8 @@ def rescore(records: list[dict], instances: list[Instance]) -> list[dict]:
     """Labels (and parsed columns) recomputed from each record's raw reply by the current scorer.
 
     A journal line keeps the labels the scorer gave when the probe was answered; the run key
-    does not cover the scorer, so without this a resumed run would report a fixed scorer's
-    old labels (malformed replies counted as leaks) for every answer it did not ask again.
+    does not cover the scorer, so without this a resumed run would report, for every answer it
+    did not ask again, the labels of whatever scorer was current then, not of this one.
     """
     from .response import parse_response
 

@@ -656,22 +656,6 @@ def deterministic_binary(labels: Labels) -> dict[str, bool | None]:
     }
 
 
-def agreement(a: list[bool | None], b: list[bool | None]) -> dict:
-    """Percent agreement and Cohen's kappa over the items both label (None = not applicable)."""
-    from sklearn.metrics import cohen_kappa_score
-
-    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-    if not pairs:
-        return {"n": 0, "agreement": float("nan"), "kappa": float("nan")}
-    xs, ys = zip(*pairs)
-    agree = sum(x == y for x, y in pairs) / len(pairs)
-    if len(set(xs) | set(ys)) < 2:
-        kappa = float("nan")  # one class only: kappa undefined
-    else:
-        kappa = float(cohen_kappa_score([int(x) for x in xs], [int(y) for y in ys]))
-    return {"n": len(pairs), "agreement": agree, "kappa": kappa}
-
-
 # ----------------------------------------------------------------------------- aggregation
 
 TABLE3_COLUMNS = {
@@ -884,11 +868,14 @@ def judge_agreement(records, by: list[str] | None = None):
     judged       records the judge replied to
     invalid      of those, replies that did not parse: counted here, never as disagreements
     one_na       valid replies where exactly one of judge and scorer calls the label not applicable
-    n, agreement, kappa   `agreement` over the items both label (scorer: `deterministic_binary`)
+    n, agreement, kappa   `stats.agreement` (percent and Cohen's kappa) over the items both label
+                 (scorer: `deterministic_binary`)
     scorer_rate, judge_rate   the share of those items each labels 1
     Empty, with these columns, when no judge ran.
     """
     import pandas as pd
+
+    from memlife import stats
 
     by = list(by or [])
     df = _frame(records)
@@ -906,9 +893,10 @@ def judge_agreement(records, by: list[str] | None = None):
         for label in JUDGE_LABELS:
             a, b = scorer.loc[ok, label].tolist(), judge.loc[ok, label].tolist()
             paired = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+            ag = stats.agreement(a, b)
             rows.append({**dict(zip(by, key)), "label": label, "judged": len(idx), "invalid": len(idx) - len(ok),
                          "one_na": sum((x is None) != (y is None) for x, y in zip(a, b)),
-                         **agreement(a, b),
+                         "n": ag.n, "agreement": ag.percent_agreement, "kappa": ag.cohen_kappa,
                          "scorer_rate": sum(x for x, _ in paired) / len(paired) if paired else float("nan"),
                          "judge_rate": sum(y for _, y in paired) / len(paired) if paired else float("nan")})
     return pd.DataFrame(rows, columns=cols)

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import random
 
+from ..paper_reference import MEMOPS_CATEGORY_COUNTS
 from . import kits as K
 from .schema import (
     CATEGORIES,
     OP_TYPES,
-    PAPER_CATEGORY_COUNTS,
     Background,
     Fact,
     Neighbour,
@@ -54,8 +54,8 @@ def category_counts(n_topics: int) -> dict[str, int]:
     """The paper's 22/21/20/16/11/10 split scaled to n_topics (largest remainder, ties by order)."""
     if n_topics < 1:
         raise ValueError(f"n_topics must be >= 1, got {n_topics}")
-    total = sum(PAPER_CATEGORY_COUNTS.values())
-    exact = {c: PAPER_CATEGORY_COUNTS[c] * n_topics / total for c in CATEGORIES}
+    total = sum(MEMOPS_CATEGORY_COUNTS.values())
+    exact = {c: MEMOPS_CATEGORY_COUNTS[c] * n_topics / total for c in CATEGORIES}
     counts = {c: int(exact[c]) for c in CATEGORIES}
     rest = n_topics - sum(counts.values())
     order = sorted(CATEGORIES, key=lambda c: (-(exact[c] - counts[c]), CATEGORIES.index(c)))

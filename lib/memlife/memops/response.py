@@ -94,10 +94,6 @@ def parse_response(raw: str) -> ParsedResponse:
         return ParsedResponse(raw=raw, response=None, error=f"schema: {loc}: {first['msg']}")
 
 
-def response_json_schema() -> dict:
-    return MemOpsResponse.model_json_schema()
-
-
 # Bounds for the sampling grammar of a small local reader. Unbounded, SmolLM2-135M repeats one
 # clause inside "answer" until the token cap, and the cut-off JSON is scored malformed (one quick
 # probe: 192 tokens in 11.4 s, malformed; bounded: 127 tokens in 3.9 s, well-formed). These are

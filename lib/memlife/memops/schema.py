@@ -26,15 +26,6 @@ CATEGORIES = (
     "Temporary Status",
     "Corrections & Errors",
 )
-# Section 3.4: 22/21/20/16/11/10 of the paper's 100 topics.
-PAPER_CATEGORY_COUNTS = {
-    "Plans & Events": 22,
-    "Personal Profile": 21,
-    "Social Contacts": 20,
-    "Preferences & Devices": 16,
-    "Temporary Status": 11,
-    "Corrections & Errors": 10,
-}
 OP_TYPES = ("remember", "forget", "update", "reflect", "trajectory")  # conversation-level
 OPERATION_TYPES = ("remember", "forget", "update", "reflect")  # one gold operation
 PROBE_TYPES = (
@@ -306,11 +297,6 @@ def user_turn_text(instance: Instance, span: Span) -> str | None:
     if span.turn >= len(seg) or seg[span.turn].role != "user":
         return None
     return seg[span.turn].text
-
-
-def adjacent_history(instance: Instance) -> list[Turn]:
-    """The adjacent setting: the evidence conversation's 24 turns in order."""
-    return [t for seg in instance.segments for t in seg]
 
 
 def long_context_history(instance: Instance) -> list[list[Turn]]:

@@ -4,7 +4,8 @@ Paper Section 4.1 evaluates four memory families; each is here with the real mec
 
 * long-context — the whole history in the prompt (truncated from the front only when it does
   not fit the reader's window; the truncation is recorded);
-* retrieval — BM25 (`bm25s`) over turns or over sessions, top-k, chronological, then the reader;
+* retrieval — BM25 over turns or over sessions, top-k, chronological, then the reader; scored,
+  tokenized and tie-broken by `memlife.retrieve` (bm25s), the same ranker as the restore audit's;
 * managed memory — Mem0 (`mem0ai`, in-process, local MiniLM embedder, local Qdrant store) and
   MemOS (`MemoryOS` general_text memory, in its own environment behind a JSON-lines worker,
   because its pins — openai<2, transformers<5 — conflict with ours);
@@ -240,7 +241,7 @@ class BM25System:
         self.reader, self.granularity, self.top_k = reader, granularity, int(top_k)
         self.name = f"bm25_{granularity}"
         self.variant = f"top_k={self.top_k}"
-        self._index: dict[str, tuple[object, list[list[str]]]] = {}
+        self._index: dict[str, tuple[object, list[list[str]], list[list[str]]]] = {}  # index, tokens, units
 
     def _units(self, history: History) -> list[list[str]]:
         if self.granularity == "turn":

@@ -1,0 +1,104 @@
+"""memlife.memops.analyses and memops.figures on hand-made records whose numbers are worked out
+by hand: the tables notebook 13 saves, and the figures notebooks 11 and 13 save."""
+import math
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from memlife import paper_reference
+from memlife.memops import analyses, figures
+
+
+def _records():
+    """Two conversations, two systems. bm25_turn: adjacent right on both conversations' probes,
+    long-context right on one of two; mem0 only adjacent."""
+    rows = []
+    for iid, op, probe, adj, lc in (("c1", "update", "StateTrajectory", True, True),
+                                    ("c2", "forget", "OperationTrace", True, False)):
+        rows.append(dict(system="bm25_turn", setting="adjacent", reader="smollm2", instance_id=iid, op_type=op,
+                         probe_type=probe, accuracy=adj))
+        rows.append(dict(system="bm25_turn", setting="long_context", reader="smollm2", instance_id=iid,
+                         op_type=op, probe_type=probe, accuracy=lc))
+        rows.append(dict(system="mem0", setting="adjacent", reader="smollm2", instance_id=iid, op_type=op,
+                         probe_type=probe, accuracy=False))
+    return pd.DataFrame(rows)
+
+
+def test_method_labels_name_models_and_reference_subjects_apart():
+    rec = _records().head(2)
+    assert analyses.method_labels(rec) == ["ours: bm25_turn (Adjacent)", "ours: bm25_turn (Long Context)"]
+    assert analyses.method_labels(rec.assign(reader="gold"))[0] == "gold (reference): bm25_turn (Adjacent)"
+
+
+def test_beside_paper_puts_the_papers_rows_first_in_our_columns():
+    paper = pd.DataFrame({"Method": ["GPT-4o (Adjacent)"], "Accuracy": [0.85], "Operation F1": [0.798]})
+    ours = pd.DataFrame({"Method": ["ours: x"], "Accuracy": [0.5], "Malformed": [0.1]})
+    t = analyses.beside_paper(paper, ours)
+    assert list(t.columns) == ["source", "Method", "Accuracy", "Malformed"]
+    assert t["source"].tolist() == ["paper", "ours"] and math.isnan(t.loc[0, "Malformed"])
+    assert "source" not in ours.columns and "source" not in paper.columns  # inputs left alone
+
+
+def test_setting_deltas_only_for_systems_in_both_settings():
+    d = analyses.setting_deltas(_records(), "op_type")
+    assert d.to_dict("records") == [{"system": "bm25_turn", "op_type": "forget", "delta": -1.0},
+                                    {"system": "bm25_turn", "op_type": "update", "delta": 0.0}]
+    only_adjacent = _records().query("setting == 'adjacent'")
+    assert analyses.setting_deltas(only_adjacent, "op_type").empty
+
+
+def test_paper_setting_deltas_from_the_published_table():
+    d = analyses.paper_setting_deltas(paper_reference.memops_table(5), list(analyses.PROBE_NAMES.values()))
+    assert d["system"].nunique() == 7  # the models the paper ran in both settings
+    gpt4o = d[(d["system"] == "paper: GPT-4o") & (d["category"] == "State Trajectory")]["delta"].item()
+    assert gpt4o == pytest.approx(0.390 - 0.866)
+
+
+def test_adjacent_to_long_delta_table():
+    t = analyses.adjacent_to_long_delta(_records(), paper_reference.memops_table(4), paper_reference.memops_table(5))
+    assert list(t.columns) == ["axis", "system", "category", "delta"]
+    ours = t[t["system"] == "ours: bm25_turn"]
+    assert dict(zip(ours["axis"] + "/" + ours["category"], ours["delta"])) == {
+        "operation/Forget": -1.0, "operation/Update": 0.0, "probe/Operation Trace": -1.0, "probe/State Trajectory": 0.0}
+    assert t["axis"].tolist() == sorted(t["axis"], key=["operation", "probe"].index)  # operation rows first
+    assert len(t) == 7 * 5 + 2 + 7 * 6 + 2
+
+
+def test_setting_comparison_intervals_and_holm_contrasts():
+    intervals, contrasts = analyses.setting_comparison(_records(), n_boot=200, seed=0)
+    iv = intervals.set_index(["system", "setting"])
+    assert iv.loc[("bm25_turn", "adjacent"), "accuracy"] == 1.0
+    assert iv.loc[("bm25_turn", "long_context"), "accuracy"] == 0.5
+    assert iv.loc[("bm25_turn", "long_context"), ["probes", "conversations"]].tolist() == [2, 2]
+    assert (intervals["low"] <= intervals["accuracy"]).all() and (intervals["accuracy"] <= intervals["high"]).all()
+    # mem0 ran in one setting only: no contrast
+    assert contrasts["system"].tolist() == ["bm25_turn"]
+    c = contrasts.iloc[0]
+    assert c["long_minus_adjacent"] == -0.5 and c["low"] <= -0.5 <= c["high"]
+    assert c["p_holm"] == c["p_value"]  # one system: Holm changes nothing
+    again = analyses.setting_comparison(_records(), n_boot=200, seed=0)
+    pd.testing.assert_frame_equal(again[1], contrasts)  # seeded
+
+
+def test_no_system_in_both_settings_gives_no_contrasts():
+    _, contrasts = analyses.setting_comparison(_records().query("setting == 'adjacent'"), n_boot=50, seed=0)
+    assert contrasts.empty
+
+
+def test_figures_return_figures():
+    rec = _records()
+    deltas = analyses.adjacent_to_long_delta(rec, paper_reference.memops_table(4), paper_reference.memops_table(5))
+    fig = figures.adjacent_to_long_delta(deltas, seed=0)
+    assert len(fig.axes) == 2 and fig.axes[0].get_ylabel() == "Δ accuracy"
+    cats = pd.DataFrame({"category": ["Plans & Events", "Personal Profile"], "subtopic": ["a", "b"], "topics": [1, 1]})
+    lengths = pd.DataFrame({"adjacent_tokens": [100, 200], "long_context_tokens": [3000, 3100]})
+    fig4 = figures.topics_and_lengths(cats, lengths)
+    assert "paper 2,557" in fig4.axes[1].get_title() and "paper 60,821" in fig4.axes[2].get_title()
+    comp = {"operations": pd.DataFrame({"op_type": ["remember"], "conversations": [1]}),
+            "probes": pd.DataFrame({"probe_type": ["OperationTrace"], "probes": [1]}),
+            "distractors": pd.DataFrame({"tag": ["context_level"], "probes": [1]})}
+    fig5 = figures.composition(comp)
+    assert [ax.get_title() for ax in fig5.axes] == ["(a) operation types", "(b) probe types",
+                                                    "(c) distractors and controls"]
+    plt.close("all")
