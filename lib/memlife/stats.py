@@ -214,13 +214,3 @@ def agreement(a: Sequence, b: Sequence) -> Agreement:
     percent = float(np.mean(xs == ys))
     kappa = float("nan") if np.union1d(xs, ys).size < 2 else float(cohen_kappa_score(xs, ys))
     return Agreement(len(pairs), percent, kappa)
-
-
-def percent_agreement(a: Sequence, b: Sequence) -> float:
-    """`agreement(a, b).percent_agreement`, for a caller that wants the one number."""
-    return agreement(a, b).percent_agreement
-
-
-def cohen_kappa(a: Sequence, b: Sequence) -> float:
-    """`agreement(a, b).cohen_kappa`, for a caller that wants the one number."""
-    return agreement(a, b).cohen_kappa

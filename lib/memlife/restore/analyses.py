@@ -300,11 +300,12 @@ def judge_agreement(records: pd.DataFrame) -> pd.DataFrame:
             ok = g["correct_a"].notna() & g["correct_b"].notna()
             la = g.loc[ok, "correct_a"].astype(bool).to_numpy()
             lb = g.loc[ok, "correct_b"].astype(bool).to_numpy()
+            ag = stats.agreement(la, lb)  # nothing both judged: n 0, both numbers NaN
             rows.append(dict(
-                judge_a=a, judge_b=b, reader=reader, n_items=int(ok.sum()),
+                judge_a=a, judge_b=b, reader=reader, n_items=ag.n,
                 n_excluded=int((~ok).sum()),
-                percent_agreement=stats.percent_agreement(la, lb) if ok.any() else np.nan,
-                cohen_kappa=stats.cohen_kappa(la, lb) if ok.any() else np.nan,
+                percent_agreement=ag.percent_agreement,
+                cohen_kappa=ag.cohen_kappa,
                 correct_rate_a=float(la.mean()) if ok.any() else np.nan,
                 correct_rate_b=float(lb.mean()) if ok.any() else np.nan,
             ))
