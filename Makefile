@@ -113,7 +113,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-live env-replay llama-server memos-env lock publish export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env lock lint publish export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -259,7 +259,10 @@ $(ULTRACHAT):
 	mv $@.part $@
 
 # ------------------------------------------------------------------------------ tests
-test: test-unit test-notebooks
+test: lint test-unit test-notebooks
+
+lint: env
+	$(PY) -m ruff check notebooks
 
 test-unit: env
 	$(PY) -m pytest -q -p no:cacheprovider tests

@@ -87,3 +87,16 @@ def test_a_profile_is_named_by_its_file_and_a_contradicting_field_is_refused(tmp
     (tmp_path / "configs" / "other.yaml").write_text(quick.replace("common:\n", "common:\n  profile: quick\n"))
     with pytest.raises(ValueError, match=r"other.yaml: field 'profile' is 'quick', but a profile is named by its file"):
         config.notebook_params("other", "23_decomposition", tmp_path)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_notebook_cell_defines_a_function_or_class(nb):
+    """The library does the work: what a notebook would define belongs in lib/memlife, tested."""
+    import ast
+
+    cells = json.loads(nb.read_text())["cells"]
+    for i, cell in enumerate(c for c in cells if c["cell_type"] == "code"):
+        tree = ast.parse("".join(cell["source"]))
+        definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        defined = [n.name for n in ast.walk(tree) if isinstance(n, definitions)]
+        assert not defined, f"{nb.name}: code cell {i + 1} defines {defined}"
