@@ -151,8 +151,9 @@ def main() -> int:
                                   cwd=ROOT, env={**os.environ, "MEMLIFE_ROOT": str(scratch)})
             wall, peak_kb = timing.read_text().split()[-2:]
             usage = json.loads((paths.layout(a.profile, scratch).usage / f"{nb}.json").read_text()) if proc.returncode == 0 else {}
-            ran.append({"notebook": nb, "rc": proc.returncode, "wall_s": float(wall), "peak_mb": int(peak_kb) // 1024,
-                        **usage})
+            # GNU time's wall (the whole process) over the runner's own (papermill's run alone)
+            ran.append({**usage, "notebook": nb, "rc": proc.returncode, "wall_s": float(wall),
+                        "peak_mb": int(peak_kb) // 1024})
             print(f"   {nb}: rc {proc.returncode}, {float(wall):.0f} s, {int(peak_kb) // 1024:,} MB", flush=True)
             if proc.returncode:
                 break
