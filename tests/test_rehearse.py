@@ -55,3 +55,9 @@ def test_a_system_left_out_is_said():
     assert scaled["notebooks"]["12_memops_eval"]["systems"] == ["long_context", "bm25_turn", "bm25_session", "mem0",
                                                                 "memos"]
     assert any(c.startswith("12_memops_eval.systems:") for c in changes)
+
+
+def test_a_small_fraction_keeps_one_conversation_per_operation_type():
+    scaled, _ = rehearse.scale_profile(paper(), 0.005, real_data_present=False)
+    assert scaled["notebooks"]["10_memops_build"]["max_conversations"] == 5  # not ceil(403 / 200) = 3
+    assert scaled["notebooks"]["20_longmem_data"]["n_questions"] == 3

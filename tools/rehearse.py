@@ -64,7 +64,8 @@ def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool,
     build = nbs.get("10_memops_build")
     if build is not None:
         planned = PAPER_TOPIC_OPERATIONS * build["n_topics"]
-        conversations = at(min(planned, build.get("max_conversations") or planned))
+        # at least one conversation per operation type: notebook 11 checks that all five are there
+        conversations = max(PAPER_TOPIC_OPERATIONS, at(min(planned, build.get("max_conversations") or planned)))
         if fraction < 1:
             set_("10_memops_build", "max_conversations", conversations)
         evaluation = nbs.get("12_memops_eval")
