@@ -223,7 +223,8 @@ reproduce: $(EXECUTED)
 
 # The committed outputs come from a whole quick run, copied only when asked: an experiment on any
 # profile, quick included, never changes them by itself.
-publish: $(patsubst notebooks/%,results/quick/notebooks/%,$(NOTEBOOKS)) | $(ENV_STAMP)
+publish:
+	@$(MAKE) --no-print-directory reproduce PROFILE=quick
 	@$(PY) -m memlife.report publish --profile quick
 	@$(PY) -m memlife.replies export --profile quick
 
