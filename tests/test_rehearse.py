@@ -61,3 +61,24 @@ def test_a_small_fraction_keeps_one_conversation_per_operation_type():
     scaled, _ = rehearse.scale_profile(paper(), 0.005, real_data_present=False)
     assert scaled["notebooks"]["10_memops_build"]["max_conversations"] == 5  # not ceil(403 / 200) = 3
     assert scaled["notebooks"]["20_longmem_data"]["n_questions"] == 3
+
+
+def test_the_standalone_emulator_stops_and_reports_when_started_with_sigint_ignored():
+    """As from a background shell, which leaves SIGINT ignored in the processes it starts: the
+    emulator must still stop on SIGTERM and print its counts, or a rehearsal loses them."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "strictserver.py")], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "lib")},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stdout.readline().startswith("http://127.0.0.1:")
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0]
+    finally:
+        proc.kill()
+    assert json.loads(out.strip().splitlines()[-1]) == {"accepted": 0, "rejected": []}

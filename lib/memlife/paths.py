@@ -79,11 +79,6 @@ class Layout:
         return self.run / "logs"
 
     @property
-    def logs(self) -> Path:
-        """Logs of what every profile shares: the environment, the llama-server build and server."""
-        return shared_logs(self.root)
-
-    @property
     def cache(self) -> Path:
         return cache_dir(self.root)
 
@@ -106,17 +101,13 @@ def cache_dir(root: Path | None = None) -> Path:
 
 
 def shared_logs(root: Path | None = None) -> Path:
+    """Logs of what every profile shares: the environment, the llama-server build and server."""
     return (Path(root) if root else repo_root()) / "results" / "logs"
 
 
 def adhoc_usage(root: Path | None = None) -> Path:
     """Where model calls made outside any profile (a Python session, a test) are logged."""
     return (Path(root) if root else repo_root()) / "results" / "usage"
-
-
-def raw_data(root: Path | None = None) -> Path:
-    """Downloads (the real LongMemEval file, UltraChat): immutable, shared, kept by `make clean`."""
-    return (Path(root) if root else repo_root()) / "data" / "raw"
 
 
 def published(root: Path | None = None) -> tuple[Path, Path]:

@@ -102,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memlife.report")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("publish", help="a profile's tables and figures become the committed ones")
-    p.add_argument("--profile", default="quick")
+    p.add_argument("--profile", default=None, help="default: the committed profile (quick)")
     args = ap.parse_args(argv)
-    for folder, files in publish(args.profile).items():
+    from . import paths
+
+    for folder, files in publish(args.profile or paths.COMMITTED_PROFILE).items():
         print(f"== published {folder}/: " + (f"{len(files)} changed: {', '.join(files)}" if files else "unchanged"))
     return 0
 
