@@ -36,7 +36,7 @@ def test_paper_plan_scale(paper_plan):
     assert 1900 <= n_probes <= 2100  # paper: 2,006
     by_topic = Counter(cp.topic.kit.category for cp in {cp.topic.index: cp for cp in paper_plan}.values())
     assert dict(by_topic) == MEMOPS_CATEGORY_COUNTS
-    assert len({cp.topic.kit.subtopic for cp in paper_plan}) >= 18  # fine-grained sub-topics
+    assert len({cp.topic.kit.subtopic for cp in paper_plan}) == 100  # one kit per topic, none resampled
 
 
 def test_paper_plan_proportions(paper_plan):
@@ -85,7 +85,7 @@ def test_different_seeds_draw_different_values():
 
 def test_events_never_share_a_user_turn():
     bad = [P.Event("e0", 0, 1, "state", "x", "x", value="1"), P.Event("e1", 0, 1, "state", "y", "y", value="2")]
-    with pytest.raises(ValueError, match="share a user turn"):
+    with pytest.raises(ValueError, match="share a turn"):
         P._check_slots("T-bad", bad)
 
 
@@ -123,3 +123,38 @@ def test_reflect_probes_forbid_unsupported_claims_in_both_wordings(paper_plan):
                                         ("Another Day", "another day")])
 def test_key_value_drops_only_a_leading_determiner(text, want):
     assert key_value(text) == want
+
+
+def test_only_an_echo_is_said_by_the_assistant():
+    with pytest.raises(ValueError, match="said by"):
+        P._check_slots("T-bad", [P.Event("e0", 0, 1, "state", "x", "x", value="1", speaker="assistant")])
+    echo = P.Event("e1", 0, 1, "echo_placeholder", "x", "x", value="2", speaker="assistant")
+    P._check_slots("T-ok", [P.Event("e0", 0, 1, "state", "x", "x", value="1"), echo])  # same exchange, other turn
+    assert echo.turn == 3
+
+
+def test_every_dialogue_distractor_is_planned_as_something_said(paper_plan):
+    """A probe's candidate value is planned as an event's value or voiced claim, so the realizer says it."""
+    for cp in paper_plan:
+        said = {key_value(x) for e in cp.events for x in (e.value, e.old_value, e.clue) if x}
+        for p in cp.probes:
+            for tag, value, _ in p.distractors:
+                parts = value.split(" -> ") if tag == "update_chain" else [value]
+                for part in parts:
+                    assert key_value(part) in said, (p.probe_id, tag, part)
+
+
+def test_the_paper_plan_tags_every_distractor_kind(paper_plan):
+    from memlife.memops.schema import DISTRACTOR_TAGS
+
+    tags = Counter(t for cp in paper_plan for p in cp.probes for t in {d[0] for d in p.distractors})
+    assert set(tags) == set(DISTRACTOR_TAGS) - {"context_level"}  # context-level ones come with stage 4
+
+
+def test_a_topics_conversations_open_differently():
+    cps = P.plan(P.PlanParams(n_topics=6, seed=0))
+    by_topic = {}
+    for cp in cps:
+        by_topic.setdefault(cp.topic.index, []).append(R.opening_line(cp))
+    for lines in by_topic.values():
+        assert len(set(lines)) == len(lines) == 5

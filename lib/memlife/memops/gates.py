@@ -22,6 +22,7 @@ from .schema import (
     TURNS_PER_SEGMENT,
     Instance,
     Span,
+    key_value,
     normalize_value,
     user_turn_text,
 )
@@ -38,6 +39,7 @@ GATES = (
     "grounding",
     "leaked_label",
     "long_context",
+    "distractor_unspoken",
     "llm_verifier",
 )
 
@@ -64,7 +66,8 @@ def _schema_identifiers() -> list[str]:
     # Derived from the models, so a field added to the schema is caught without editing this list.
     models = [v for v in vars(_schema).values()
               if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == _schema.__name__]
-    snake = {f for m in models for f in m.model_fields if "_" in f} | set(DISTRACTOR_TAGS)
+    # A one-word tag ("tentative") is an ordinary word, so only the compound tags count as labels.
+    snake = {f for m in models for f in m.model_fields if "_" in f} | {t for t in DISTRACTOR_TAGS if "_" in t}
     camel = {m.__name__ for m in models if re.fullmatch(r"(?:[A-Z][a-z]+){2,}", m.__name__)}
     words = snake | camel | set(PROBE_TYPES) | {"trajectoryops", "memops"}
     return sorted(words, key=len, reverse=True)
@@ -250,7 +253,8 @@ def gate_grounding(inst: Instance) -> list[GateFailure]:
     """Required answer values of non-inferential probes must be said by the user in the dialogue."""
     user_text = " ".join(normalize_value(t.text) for seg in inst.segments for t in seg if t.role == "user")
     reflect_ids = {o.op_id for o in inst.operations if o.type == "reflect"}
-    reflect_keys = {normalize_value(a) for o in inst.operations if o.type == "reflect" for a in o.target_aliases}
+    # Answer keys are written as key_value ("the public" -> "public"), so the aliases are compared the same way.
+    reflect_keys = {key_value(a) for o in inst.operations if o.type == "reflect" for a in o.target_aliases}
     out = []
     for p in inst.probes:
         for v in p.answer_key.required:
@@ -258,6 +262,27 @@ def gate_grounding(inst: Instance) -> list[GateFailure]:
                 continue  # a bounded inference is, by design, not stated by the user
             if f" {v} " not in f" {user_text} ":
                 out.append(GateFailure("grounding", f"probe {p.probe_id}: required value {v!r} never appears in a user turn"))
+    return out
+
+
+def gate_distractors_spoken(inst: Instance) -> list[GateFailure]:
+    """Every dialogue-level distractor a probe is tagged with must be said in the conversation.
+
+    A tag whose candidate never appears stresses nothing: the probe would be counted in Figure 5(c)
+    without the confusable value being there to confuse. Context-level distractors live in the
+    long history and are checked by `gate_long_context`.
+    """
+    text = f" {' '.join(normalize_value(t.text) for seg in inst.segments for t in seg)} "
+    out = []
+    for p in inst.probes:
+        for d in p.distractors:
+            if d.tag == "context_level":
+                continue
+            parts = d.value.split(" -> ") if d.tag == "update_chain" else [d.value]
+            for part in parts:
+                if f" {normalize_value(part)} " not in text:
+                    out.append(GateFailure("distractor_unspoken",
+                                           f"probe {p.probe_id}: {d.tag} candidate {part!r} is never said in the dialogue"))
     return out
 
 
@@ -325,6 +350,7 @@ DETERMINISTIC: tuple[Callable[[Instance], list[GateFailure]], ...] = (
     gate_gold_response,
     gate_retained_control,
     gate_grounding,
+    gate_distractors_spoken,
     gate_leaked_label,
     gate_long_context,
 )

@@ -1,713 +1,255 @@
-"""Content banks for the stage-1 planner: one kit per fine-grained sub-topic.
+"""Topic kits: the content a MemOps background is sampled from, one YAML file per sub-topic.
 
-A kit is what a background is sampled from: the user's situation, the attribute that gets
-remembered and later superseded, a temporary value that the user asks to be forgotten, a
-retained control that must survive the forget, clue sets that support one bounded reflection
-(and the generalizations they do not support), confusable owners, a to-do list and a few
-task exchanges that give the assistant real work to do. Values are written so that they can be
-quoted verbatim. Categories and their counts follow Section 3.4 of the MemOps paper.
+A kit holds what a topic's five evidence conversations need: the user's situations, an
+attribute that is remembered and later superseded (`main`), a different attribute of the user's
+that is easily confused with it (`neighbour`), a temporary value the user asks to be forgotten
+(`temp`), a retained control that must survive the forget (`control`), clue sets that support
+one bounded reflection (and the generalizations they do not support), other people whose
+values are confusable, opening lines, a to-do list and task exchanges that give the assistant
+real work to do. Values are written so that they can be quoted verbatim.
+
+The files live in `memops/topics/`, named by their key. `load_kits()` validates every file and
+the set as a whole (categories in the paper's Figure 4 proportions, no sub-topic, value or
+opening line shared between topics); an error names the file and the field.
+`python -m memlife.memops.kits [FILE ...]` runs the same checks and prints every problem.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import sys
+import unicodedata
+from functools import lru_cache
+from pathlib import Path
 
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-@dataclass(frozen=True)
-class TargetSpec:
-    target: str  # canonical target name, e.g. "delivery address"
-    np: str  # how the user refers to it, e.g. "my delivery address"
-    aliases: tuple[str, ...]
-    values: tuple[str, ...]  # at least four distinct values
+from .schema import CATEGORIES
 
+TOPICS_DIR = Path(__file__).with_name("topics")
 
-@dataclass(frozen=True)
-class ReflectSet:
-    target: str
-    clues: tuple[str, ...]  # three user sentences, none of which states the conclusion
-    conclusion: str  # the bounded inference, a sentence containing `key`
-    key: str  # the short phrase a correct answer must contain
-    unsupported: tuple[str, ...]  # over-generalizations the clues do not justify
-
-
-@dataclass(frozen=True)
-class Kit:
-    key: str
-    category: str
-    subtopic: str
-    settings: tuple[str, ...]  # the user's situation, completes "I'm ..."
-    main: TargetSpec
-    temp: TargetSpec
-    control: TargetSpec
-    reflect: tuple[ReflectSet, ...]
-    owners: tuple[str, ...]  # other people whose value for the same kind of target is confusable
-    items: tuple[str, ...]  # to-do items the assistant organises
-    tasks: tuple[tuple[str, str], ...]  # (user request, assistant reply) exchanges
-    use: str  # an application task, completes "Can you ..."
-
-
-T, R = TargetSpec, ReflectSet
-
+# First names the backgrounds draw the user's name from; kits name other people by role ("my sister").
 NAMES = (
     "Maya", "Daniel", "Priya", "Tom", "Lucia", "Kenji", "Amara", "Jonas", "Sofia", "Omar",
     "Elena", "Ravi", "Hannah", "Mateo", "Chloe", "Femi", "Ingrid", "Leo", "Nadia", "Sam",
 )
 
-KITS: tuple[Kit, ...] = (
-    # ------------------------------------------------------------------ Plans & Events
-    Kit(
-        key="trip", category="Plans & Events", subtopic="travel itinerary",
-        settings=("planning a week in Lisbon with my partner", "putting together a work trip to Berlin",
-                  "organising a long weekend in Kyoto"),
-        main=T("hotel check-in date", "our hotel check-in", ("check-in date", "hotel arrival date"),
-               ("May 14", "May 15", "May 17", "May 21", "June 2")),
-        temp=T("airport parking booking code", "the airport parking booking code",
-               ("parking code", "parking reference"), ("PK-4471", "PK-9302", "PK-1185", "PK-6620")),
-        control=T("passport expiry date", "my passport expiry", ("passport expiry",),
-                  ("August 2031", "March 2029", "October 2030", "January 2032")),
-        reflect=(R("travel pace", ("Last trip I was exhausted because we had something booked every single day.",
-                                   "Can we leave the afternoons open? I like to just wander around.",
-                                   "Honestly the best day in Rome was the one we had nothing planned."),
-                   "The user prefers a relaxed itinerary with unscheduled free time.", "free time",
-                   ("the user dislikes sightseeing", "the user wants no activities at all")),
-                 R("seat choice", ("I always end up asking to switch so I can see out.",
-                                   "On the last flight I spent the whole time taking photos of the clouds.",
-                                   "The aisle seat on the train last month drove me a bit crazy."),
-                   "The user prefers a window seat when travelling.", "window seat",
-                   ("the user is afraid of flying", "the user refuses to sit anywhere else")),),
-        owners=("my partner", "my colleague Ana"),
-        items=("book the airport transfer", "check the passport is valid", "buy travel insurance",
-               "download offline maps", "reserve the first dinner", "exchange some cash"),
-        tasks=(("What's the easiest way to get from the airport to the city centre?",
-                "The metro is usually the simplest: it runs every few minutes, takes about 25 minutes and avoids traffic. A taxi is worth it only if you land late or have a lot of luggage."),
-               ("Can you suggest a rough plan for the first day?",
-                "Arrive, drop the bags, then keep it light: a walk through the old town, an early dinner near the hotel, and an early night so the second day starts fresh."),
-               ("How much cash should I bring?",
-                "Cards work almost everywhere, so a small amount for tips, markets and transport tickets is enough; around 100 in local currency covers most trips."),
-               ("Do I need travel insurance if my card includes some cover?",
-                "Check what the card actually covers: often it is medical only, and only if you paid the trip with that card. Cancellation and lost luggage usually need a separate policy.")),
-        use="draft the booking confirmation note for the hotel",
-    ),
-    Kit(
-        key="dinner", category="Plans & Events", subtopic="restaurant reservation",
-        settings=("organising a birthday dinner for eight people", "booking a team dinner for Friday",
-                  "planning an anniversary dinner"),
-        main=T("reservation time", "the reservation", ("booking time", "dinner time"),
-               ("7:30 pm", "8:00 pm", "6:45 pm", "8:30 pm", "7:00 pm")),
-        temp=T("restaurant deposit PIN", "the deposit PIN the restaurant gave me", ("deposit PIN",),
-               ("5830", "2961", "7714", "4409")),
-        control=T("guest count", "the number of guests", ("party size", "headcount"),
-                  ("eight people", "six people", "ten people", "twelve people")),
-        reflect=(R("dietary constraint of the group", ("Half of the group asked whether there's something without meat.",
-                                                      "Jo said last time the only thing she could eat was the salad.",
-                                                      "Can you check if they do a proper vegetable main, not just sides?"),
-                   "The group needs solid vegetarian options.", "vegetarian options",
-                   ("everyone in the group is vegan", "the group dislikes meat restaurants")),),
-        owners=("my sister", "the other team"),
-        items=("confirm the menu", "ask about a birthday cake", "collect dietary needs", "arrange the bill split",
-               "send the address to guests"),
-        tasks=(("Can you help me write a message to the guests?",
-                "Here's a short one: 'Dinner is booked! Details below, reply if you have any dietary needs so I can let the restaurant know.'"),
-               ("Is it normal to ask the restaurant to split the bill?",
-                "For large groups many places prefer one bill; asking in advance is polite and most will split it by card if you warn them."),
-               ("What should I ask when I call them?",
-                "Ask about a set menu for large groups, whether they can bring a cake out, the cancellation policy, and if there's a quieter table."),
-               ("How early should we arrive?",
-                "Ten minutes early is plenty; it gives you time to sort the seating before everyone orders.")),
-        use="write the reminder message I'll send to the guests",
-    ),
-    Kit(
-        key="move", category="Plans & Events", subtopic="moving house",
-        settings=("moving to a new flat next month", "relocating for a new job", "moving in with my partner"),
-        main=T("moving date", "the moving date", ("move date", "moving day"),
-               ("March 28", "April 4", "April 11", "March 21", "April 18")),
-        temp=T("storage unit gate code", "the storage unit gate code", ("gate code", "storage code"),
-               ("8841#", "3307#", "6152#", "9920#")),
-        control=T("new landlord's name", "my new landlord", ("landlord",),
-                  ("Mr. Okafor", "Ms. Lindqvist", "Mrs. Duarte", "Mr. Haddad")),
-        reflect=(R("packing approach", ("I already labelled every box by room last weekend.",
-                                       "I made a spreadsheet of what goes in which box.",
-                                       "I hate not knowing where things are when I unpack."),
-                   "The user likes a highly organised, labelled packing system.", "labelled",
-                   ("the user wants to hire professional packers", "the user owns very few belongings")),),
-        owners=("my brother", "my flatmate"),
-        items=("book the van", "transfer the electricity account", "redirect post", "pack the kitchen last",
-               "take meter readings", "return the old keys"),
-        tasks=(("What should I pack first?",
-                "Start with things you rarely use: books, seasonal clothes, decorations. Leave the kitchen basics and a first-night box for the very end."),
-               ("Any tips for moving day itself?",
-                "Keep documents, chargers and keys in one bag that stays with you, take photos of the meter readings, and do a final walk-through of every cupboard."),
-               ("How do I handle the utilities?",
-                "Give each supplier the moving date and final readings, and set up the new accounts a week ahead so you have power and internet on day one."),
-               ("Should I hire movers or do it myself?",
-                "If it's a one-bedroom and you have two helpers, a rented van is usually enough. For stairs without a lift or heavy furniture, movers save a lot of pain.")),
-        use="write the message to the removal company confirming the details",
-    ),
-    Kit(
-        key="conference", category="Plans & Events", subtopic="conference attendance",
-        settings=("getting ready to present at a conference", "attending a trade fair for work",
-                  "speaking at a meetup in Amsterdam"),
-        main=T("talk slot", "my talk slot", ("presentation slot", "speaking slot"),
-               ("Tuesday 10:15", "Tuesday 14:30", "Wednesday 09:00", "Wednesday 11:45", "Thursday 16:00")),
-        temp=T("speaker wifi password", "the speaker-room wifi password", ("wifi password",),
-               ("blue-otter-42", "green-heron-17", "red-falcon-88", "teal-lynx-05")),
-        control=T("badge name", "the name on my badge", ("badge",),
-                  ("Dr. M. Rivera", "P. Nair", "K. Sato", "E. Varga")),
-        reflect=(R("presentation style", ("Can we cut the slide text down? I'd rather talk than read.",
-                                         "Last year the live demo was the part people liked most.",
-                                         "I want one big image per slide if possible."),
-                   "The user prefers visual, low-text slides with live demonstration.", "low-text",
-                   ("the user is nervous about public speaking", "the user wants no slides at all")),),
-        owners=("my co-author", "the session chair"),
-        items=("finish the slides", "rehearse timing", "print handouts", "send the bio to organisers",
-               "test the adapter"),
-        tasks=(("How long should a 20-minute talk be when I rehearse?",
-                "Aim for 17 minutes in rehearsal; nerves and questions eat time, and finishing a bit early always lands better than rushing."),
-               ("Can you help me structure the talk?",
-                "A simple arc works: the problem in one slide, why it matters, what you did, one strong result, and what the audience should take away."),
-               ("What should I bring on the day?",
-                "Laptop, charger, a USB-C to HDMI adapter, the slides on a stick as backup, water, and a clicker if you have one."),
-               ("How do I handle a question I can't answer?",
-                "Say it's a good question, give what you do know, and offer to follow up after the session; nobody expects you to know everything.")),
-        use="write the short note for the session chair about my talk",
-    ),
-    # ------------------------------------------------------------------ Personal Profile
-    Kit(
-        key="address", category="Personal Profile", subtopic="addresses",
-        settings=("sorting out my online orders", "updating my accounts after moving", "setting up a grocery delivery"),
-        main=T("delivery address", "my delivery address", ("shipping address", "home address"),
-               ("14 Rua Augusta", "22 Elm Street", "7 Harbour Road", "31 Maple Avenue", "9 Linden Court")),
-        temp=T("building door code", "the building door code", ("door code", "entry code"),
-               ("4417#", "2058#", "7390#", "1263#")),
-        control=T("ZIP code", "my ZIP code", ("postcode", "postal code"),
-                  ("94110", "10027", "60614", "02139")),
-        reflect=(R("delivery timing", ("I'm never home before six on weekdays.",
-                                      "The last parcel sat at the depot because nobody answered during the day.",
-                                      "Saturdays I'm usually around all morning."),
-                   "Deliveries should be scheduled for evenings or Saturday mornings.", "saturday",
-                   ("the user works night shifts", "the user never wants home delivery")),),
-        owners=("my mother", "my neighbour"),
-        items=("update the address on the bank account", "change the delivery default", "tell the GP surgery",
-               "update the electoral roll", "redirect magazine subscriptions"),
-        tasks=(("Which accounts should I update first?",
-                "Start with anything that sends physical post or verifies your address: bank, cards, insurance and your doctor. Shopping sites can follow."),
-               ("Can you check whether the courier needs a phone number too?",
-                "Most couriers ask for one so the driver can call on arrival; it's worth adding a mobile number to the delivery note."),
-               ("What's a good delivery note for the driver?",
-                "Something short and specific works best, like which door to use and where to leave the parcel if nobody answers."),
-               ("Do I need to tell the post office I moved?",
-                "A mail redirect for three to six months catches anything you forgot to update, so it's worth setting up.")),
-        use="fill in the shipping form for my next order",
-    ),
-    Kit(
-        key="health", category="Personal Profile", subtopic="health",
-        settings=("getting ready for a check-up", "sorting out my prescriptions", "filling in a new patient form"),
-        main=T("medication dose", "my daily medication dose", ("dose", "prescription dose"),
-               ("50 mg", "75 mg", "100 mg", "25 mg", "150 mg")),
-        temp=T("lab results portal code", "the one-time lab results portal code", ("portal code", "lab code"),
-               ("LAB-3821", "LAB-7710", "LAB-5093", "LAB-2248")),
-        control=T("allergy", "my allergy", ("drug allergy", "allergies"),
-                  ("penicillin", "latex", "sulfa drugs", "ibuprofen")),
-        reflect=(R("sleep pattern", ("I've been waking up around 3 am most nights.",
-                                    "The afternoon coffee probably isn't helping.",
-                                    "Weekends I sleep fine because I don't have early meetings."),
-                   "The user's sleep is disrupted on weekdays, likely linked to work stress or caffeine.", "weekdays",
-                   ("the user has chronic insomnia", "the user needs sleeping pills")),),
-        owners=("my father", "my son"),
-        items=("book the blood test", "renew the prescription", "list current medications",
-               "bring the insurance card", "ask about the vaccine booster"),
-        tasks=(("What should I ask the doctor at the check-up?",
-                "Bring up anything that changed since last time, ask whether the current dose still makes sense, and check if any screening is due for your age."),
-               ("Can you help me list my medications clearly?",
-                "Sure. For each one write the name, dose, how often, and what it's for; doctors appreciate a one-page list they can scan."),
-               ("How early should I fast before a blood test?",
-                "Usually eight to twelve hours, water is fine. The lab's instructions win if they say something different."),
-               ("Is it worth getting a second opinion?",
-                "If a decision is big or irreversible, a second opinion is reasonable and most doctors won't take offence.")),
-        use="fill in the medication section of the new patient form",
-    ),
-    Kit(
-        key="payment", category="Personal Profile", subtopic="payment details",
-        settings=("setting up my subscriptions", "organising my monthly bills", "claiming work expenses"),
-        main=T("default payment card", "my default card", ("payment card", "card on file"),
-               ("the Visa ending 4821", "the Mastercard ending 3310", "the Visa ending 7765", "the Amex ending 1009",
-                "the Mastercard ending 5542")),
-        temp=T("one-time transfer reference", "the one-time transfer reference", ("transfer reference",),
-               ("TRX-88213", "TRX-40957", "TRX-11670", "TRX-63024")),
-        control=T("billing day", "my billing day", ("billing date",),
-                  ("the 1st", "the 15th", "the 28th", "the 5th")),
-        reflect=(R("spending habit", ("I cancelled two streaming services last week.",
-                                     "I'd rather pay yearly if it works out cheaper.",
-                                     "Can you flag anything that renews automatically?"),
-                   "The user is actively trimming recurring subscriptions to save money.", "subscriptions",
-                   ("the user is in financial trouble", "the user wants to cancel everything")),),
-        owners=("my partner", "my business partner"),
-        items=("cancel unused subscriptions", "set up the expense report", "check the renewal dates",
-               "download last month's statement", "update the card on the phone plan"),
-        tasks=(("Can you help me see which subscriptions renew this month?",
-                "List each service with its renewal date and price; anything you haven't used in a month is a candidate to cancel before it renews."),
-               ("How do I submit the expense claim?",
-                "Attach each receipt, note the business purpose and date, and total it by category; most systems reject claims without a purpose line."),
-               ("Is yearly billing really cheaper?",
-                "Usually by 15-20 percent, but only if you're sure you'll keep using the service for the whole year."),
-               ("What should I do with old statements?",
-                "Keep a year of them as PDFs; shred paper copies with account numbers once you have the digital version.")),
-        use="fill in the payment section of the expense claim",
-    ),
-    Kit(
-        key="work", category="Personal Profile", subtopic="employment",
-        settings=("updating my CV", "filling in a mortgage application", "preparing my LinkedIn profile"),
-        main=T("job title", "my job title", ("role", "position"),
-               ("Senior Data Analyst", "Product Manager", "Lead UX Designer", "Operations Coordinator",
-                "Staff Engineer")),
-        temp=T("HR onboarding PIN", "the HR onboarding PIN", ("onboarding PIN",),
-               ("HR-6021", "HR-3394", "HR-8870", "HR-1456")),
-        control=T("employer", "my employer", ("company", "workplace"),
-                  ("Northwind Labs", "Bluefield Health", "Arcadia Logistics", "Meridian Bank")),
-        reflect=(R("work arrangement", ("I only go into the office on Tuesdays now.",
-                                       "My commute used to kill me, so I asked to change that.",
-                                       "Most of my meetings are on video anyway."),
-                   "The user works mostly remotely, with one office day a week.", "remotely",
-                   ("the user is unemployed", "the user never goes to the office")),),
-        owners=("my manager", "my colleague Ben"),
-        items=("update the CV summary", "ask for a reference letter", "refresh the profile photo",
-               "list recent projects", "check the notice period"),
-        tasks=(("How long should my CV summary be?",
-                "Three or four lines: what you do, at what level, and one or two results with numbers. Recruiters skim it in seconds."),
-               ("Should I list every job I've had?",
-                "The last ten years in detail is enough; earlier roles can be one line each or grouped."),
-               ("What do mortgage lenders usually ask about work?",
-                "Employer, job title, start date, salary and whether you're permanent or on contract; they may ask for recent payslips."),
-               ("How do I describe a project without sounding vague?",
-                "Name the problem, what you personally did, and the measurable outcome; one sentence each.")),
-        use="fill in the employment section of the mortgage application",
-    ),
-    # ------------------------------------------------------------------ Social Contacts
-    Kit(
-        key="friend_bday", category="Social Contacts", subtopic="birthdays and gifts",
-        settings=("planning presents for the people close to me", "organising a surprise party",
-                  "keeping track of family birthdays"),
-        main=T("party date", "the date of Lena's party", ("party day", "celebration date"),
-               ("June 9", "June 19", "July 3", "May 30", "August 12")),
-        temp=T("gift card code", "the gift card code I bought", ("gift code", "voucher code"),
-               ("GC-7Q2M-44", "GC-3K8P-19", "GC-9T1R-70", "GC-5W6D-23")),
-        control=T("Lena's favourite flower", "Lena's favourite flower", ("favourite flower",),
-                  ("peonies", "sunflowers", "tulips", "ranunculus")),
-        reflect=(R("gift taste", ("Lena kept the concert tickets I gave her framed on her wall.",
-                                 "She said last year's scarf was nice but she never wears it.",
-                                 "She still talks about the cooking class we did together."),
-                   "Lena values experiences more than physical gifts.", "experiences",
-                   ("Lena dislikes all gifts", "Lena wants expensive presents")),),
-        owners=("Lena's sister", "my cousin"),
-        items=("order the cake", "book the restaurant", "write the card", "invite the group", "wrap the present"),
-        tasks=(("Can you suggest a gift idea around fifty euros?",
-                "A workshop for two, a concert or a cooking class fits that budget and gives you a day out together."),
-               ("How do I keep the party a surprise?",
-                "Use a separate group chat without her, give one trusted person the job of getting her there, and keep the story simple."),
-               ("What should I write in the card?",
-                "Something specific beats something long: a memory from this year and one thing you're looking forward to doing together."),
-               ("When should I send the invites?",
-                "Two to three weeks ahead is right for a weekend party; send a reminder three days before.")),
-        use="write the reminder I should set for the party",
-    ),
-    Kit(
-        key="contact_phone", category="Social Contacts", subtopic="contact details",
-        settings=("cleaning up my contacts", "setting up emergency contacts on my phone", "organising the school pickup rota"),
-        main=T("emergency contact number", "my emergency contact's number", ("emergency number", "emergency contact"),
-               ("+44 7700 900123", "+44 7700 900456", "+44 7700 900789", "+44 7700 900321", "+44 7700 900654")),
-        temp=T("babysitter's temporary number", "the babysitter's temporary number", ("babysitter number",),
-               ("+44 7700 900111", "+44 7700 900222", "+44 7700 900333", "+44 7700 900444")),
-        control=T("emergency contact's name", "my emergency contact", ("emergency contact name",),
-                  ("Karim Haddad", "Rosa Moreno", "Ellie Burns", "Paul Lindgren")),
-        reflect=(R("communication preference", ("Please don't make me call the school, I'd much rather send an email.",
-                                               "I let most calls go to voicemail and reply by text later.",
-                                               "Can you draft that as a message instead of a phone script?"),
-                   "The user prefers written messages over phone calls.", "written",
-                   ("the user is deaf", "the user refuses to use a phone")),),
-        owners=("my wife", "my neighbour"),
-        items=("update the school contact form", "add the number to favourites", "share the rota",
-               "check the pickup times", "tell the nursery"),
-        tasks=(("Can you help me set up the pickup rota?",
-                "Sure: list the weekdays, who picks up each day, and a backup person; share it in the parents' group so swaps are visible."),
-               ("How do I add an emergency contact on my phone?",
-                "In the health or emergency settings you can add contacts that show on the lock screen; that's what paramedics check."),
-               ("What information does the school need?",
-                "Usually two contacts with names, relationship and phone numbers, plus who is allowed to pick up."),
-               ("Should the babysitter have my work number too?",
-                "Yes, give her every way to reach you, plus the address of the house written down in case she needs to call emergency services.")),
-        use="fill in the emergency-contact section of the school form",
-    ),
-    Kit(
-        key="manager", category="Social Contacts", subtopic="colleagues",
-        settings=("starting on a new team", "handing over a project before leave", "preparing my performance review"),
-        main=T("manager", "my manager", ("line manager", "boss"),
-               ("Grace Holloway", "Tobias Brandt", "Aisha Rahman", "Victor Lemaire", "Hiroshi Tanaka")),
-        temp=T("interim approver", "the interim approver while my manager is away", ("interim approver", "stand-in approver"),
-               ("Martin Cole", "Dana Whitfield", "Oskar Nilsson", "Bea Ferreira")),
-        control=T("team name", "my team", ("team",),
-                  ("Payments Platform", "Growth Analytics", "Customer Insights", "Mobile Core")),
-        reflect=(R("manager's feedback style", ("In every one-on-one she asks for the numbers first.",
-                                               "She sent back my last summary asking for data behind each claim.",
-                                               "She liked the report where I put the metrics on page one."),
-                   "The manager values data-backed, metrics-first reporting.", "metrics",
-                   ("the manager is hard to work with", "the manager ignores written reports")),),
-        owners=("my colleague Ben", "my old team"),
-        items=("write the handover doc", "book the one-on-one", "update the project tracker",
-               "collect peer feedback", "summarise the quarter"),
-        tasks=(("How do I structure a handover document?",
-                "Current status, open decisions, who to contact for what, upcoming deadlines and where the files live; one page is ideal."),
-               ("What should go in my self-review?",
-                "Three to five outcomes with numbers, one thing you'd do differently, and what you want to grow in next."),
-               ("How do I ask for peer feedback without it being awkward?",
-                "Ask two specific questions, like what I should keep doing and what would help you most, and give people a week."),
-               ("Can you help me plan the first week on the team?",
-                "Meet everyone one-on-one, read the last quarter's docs, and ship one small fix so you learn the workflow.")),
-        use="draft the out-of-office message with who approves what",
-    ),
-    Kit(
-        key="kid_school", category="Social Contacts", subtopic="family and school",
-        settings=("getting my daughter ready for the new school year", "sorting out after-school activities",
-                  "organising my son's swimming lessons"),
-        main=T("class teacher", "Mia's teacher", ("teacher", "Mia's teacher"),
-               ("Mrs. Patel", "Mr. Greene", "Ms. Kowalski", "Mr. Abara", "Mrs. Svensson")),
-        temp=T("class trip payment code", "the payment code for the class trip", ("trip code", "payment code"),
-               ("TRIP-2207", "TRIP-5518", "TRIP-8843", "TRIP-3361")),
-        control=T("child's class", "Mia's class", ("class", "form"),
-                  ("Year 3 Oak", "Year 3 Willow", "Year 4 Birch", "Year 2 Cedar")),
-        reflect=(R("child's interests", ("Mia spent the whole weekend building a bird feeder.",
-                                        "She asked for a microscope for her birthday.",
-                                        "Her favourite part of the museum was the insect room."),
-                   "Mia is strongly interested in nature and science.", "science",
-                   ("Mia dislikes sports", "Mia wants to be a vet")),),
-        owners=("Mia's friend Noor", "my nephew"),
-        items=("label the uniform", "buy the stationery list", "pay for the class trip", "sign the consent form",
-               "book the after-school club"),
-        tasks=(("What should go on the stationery list?",
-                "Usually pencils, a ruler, glue stick, coloured pencils and a named pencil case; check the school's list first."),
-               ("How do I label uniform so it lasts?",
-                "Iron-on or stick-on clothing labels survive washing far better than pen, and they take ten minutes for the whole set."),
-               ("Can you help me reply to the teacher's email?",
-                "Of course: thank her, answer each question in order, and keep it to a few lines."),
-               ("Which after-school club would suit her?",
-                "Pick something she chose herself and that fits pickup times; two afternoons a week is plenty at that age.")),
-        use="write the note to the teacher for the class trip",
-    ),
-    # ------------------------------------------------------------------ Preferences & Devices
-    Kit(
-        key="coffee", category="Preferences & Devices", subtopic="food and drink preferences",
-        settings=("setting up my office coffee order", "trying to eat better", "ordering groceries for the week"),
-        main=T("usual coffee order", "my usual coffee", ("coffee order", "coffee"),
-               ("an oat flat white", "a double espresso", "a cortado with almond milk", "a large filter coffee",
-                "a decaf latte")),
-        temp=T("café loyalty PIN", "the café loyalty PIN", ("loyalty PIN",),
-               ("2290", "6135", "8047", "3372")),
-        control=T("milk preference", "my milk preference", ("milk",),
-                  ("oat milk", "whole milk", "soy milk", "no milk")),
-        reflect=(R("caffeine timing", ("I skipped the afternoon coffee yesterday and slept much better.",
-                                      "Can you find a decaf option for the 4 pm meeting?",
-                                      "Mornings I still want the strong stuff."),
-                   "The user avoids caffeine in the afternoon, though not in the morning.", "afternoon",
-                   ("the user quit coffee entirely", "the user is allergic to caffeine")),),
-        owners=("my colleague Jess", "my partner"),
-        items=("set up the weekly order", "compare café prices", "buy oat milk", "try the new roast",
-               "cancel the old subscription"),
-        tasks=(("Can you find a cheaper way to get coffee at work?",
-                "A refillable cup discount plus the café's loyalty card usually cuts the cost by a fifth; a moka pot at your desk cuts it more."),
-               ("Which beans are good for a flat white?",
-                "Medium to dark roasts with chocolate or nutty notes hold up well in milk."),
-               ("How much caffeine is in an espresso?",
-                "Roughly 60 to 80 mg per shot, depending on the bean and the dose."),
-               ("Can you make me a weekly grocery list?",
-                "Sure: staples first (milk, bread, eggs), then meals for five weeknights, then snacks and coffee.")),
-        use="write my order for the office coffee run",
-    ),
-    Kit(
-        key="laptop", category="Preferences & Devices", subtopic="devices",
-        settings=("setting up a new work laptop", "troubleshooting my home network", "setting up a home office"),
-        main=T("laptop model", "my laptop", ("work laptop", "computer"),
-               ("a ThinkPad X1 Carbon", "a MacBook Air M3", "a Dell XPS 13", "a Framework 13", "a Surface Laptop 6")),
-        temp=T("setup recovery key", "the setup recovery key IT sent", ("recovery key",),
-               ("RK-5518-0042", "RK-7731-9904", "RK-2260-1187", "RK-8893-3310")),
-        control=T("operating system", "the operating system I use", ("OS",),
-                  ("Ubuntu 24.04", "macOS Sonoma", "Windows 11", "Fedora 40")),
-        reflect=(R("keyboard preference", ("I plug in my old mechanical keyboard at home.",
-                                          "The shallow keys on the last laptop gave me sore wrists.",
-                                          "Typing on the tablet screen is my least favourite thing."),
-                   "The user prefers keyboards with deeper key travel.", "key travel",
-                   ("the user has a wrist injury", "the user hates laptops")),),
-        owners=("my colleague Raj", "my son"),
-        items=("install the VPN", "set up backups", "move the browser profiles", "enable disk encryption",
-               "pair the headphones"),
-        tasks=(("What should I set up first on a new laptop?",
-                "Updates, disk encryption and backups first; then the password manager, so everything after that is easy to log into."),
-               ("My wifi keeps dropping in the evening, any idea why?",
-                "Evening drops are often channel congestion from neighbours; switching the router to a less crowded 5 GHz channel usually fixes it."),
-               ("Is it worth getting more RAM?",
-                "16 GB is comfortable for most work; 32 GB helps if you run virtual machines or large data tools."),
-               ("How do I move my files across?",
-                "A cloud sync folder or an external drive both work; copy documents first and check a few files open before wiping the old one.")),
-        use="fill in the IT asset registration form",
-    ),
-    Kit(
-        key="thermostat", category="Preferences & Devices", subtopic="smart home",
-        settings=("configuring my smart home", "trying to cut my heating bill", "setting up the house for guests"),
-        main=T("thermostat night setting", "the night temperature", ("night setting", "night temperature"),
-               ("18 degrees", "17 degrees", "19 degrees", "16 degrees", "20 degrees")),
-        temp=T("smart-lock guest code", "the smart-lock guest code", ("guest code", "lock code"),
-               ("7731", "4026", "9158", "3684")),
-        control=T("wake-up time", "the morning wake-up time", ("wake-up time", "morning schedule"),
-                  ("6:30 am", "7:00 am", "6:00 am", "7:30 am")),
-        reflect=(R("comfort preference", ("I always end up opening the bedroom window at night.",
-                                         "The hotel last week felt stuffy until I turned the heating right down.",
-                                         "I sleep best with a heavy duvet and a cool room."),
-                   "The user prefers a cool bedroom at night.", "cool",
-                   ("the user wants the heating off all winter", "the user is always cold")),),
-        owners=("my flatmate", "my neighbour"),
-        items=("set the heating schedule", "update the lock codes", "check the smoke alarms",
-               "set away mode", "bleed the radiators"),
-        tasks=(("How can I lower the heating bill without freezing?",
-                "Drop the temperature a degree or two at night and when nobody's home; each degree saves roughly 5-10 percent."),
-               ("Can you help me make a heating schedule?",
-                "Sure: warm for an hour before waking, lower while the house is empty, comfortable in the evening and cooler at night."),
-               ("Should I leave the heating on when I travel?",
-                "Keep a low frost-protection setting on in winter so pipes don't freeze; away mode does this on most thermostats."),
-               ("How often should I test smoke alarms?",
-                "Press the test button monthly and replace the battery yearly, or when it chirps.")),
-        use="write the house instructions for the guests",
-    ),
-    # ------------------------------------------------------------------ Temporary Status
-    Kit(
-        key="temp_stay", category="Temporary Status", subtopic="temporary accommodation",
-        settings=("staying somewhere else while my flat is renovated", "house-sitting for a friend",
-                  "living in a short-term rental for work"),
-        main=T("temporary address", "where I'm staying", ("current address", "temporary address"),
-               ("the flat at 5 Canal Street", "Jo's place at 18 Bridge Road",
-                "the rental at 41 Park Lane", "the studio at 3 Mill Yard", "Aunt May's house at 60 Hill Road")),
-        temp=T("key safe code", "the key safe code", ("key safe", "lockbox code"),
-               ("0913", "5520", "2847", "6601")),
-        control=T("permanent address", "my permanent address", ("home address",),
-                  ("12 Oak Row", "27 River Walk", "8 Church Lane", "45 Station Road")),
-        reflect=(R("noise sensitivity", ("The street noise here woke me up three nights in a row.",
-                                        "I've started using earplugs, which I never needed at home.",
-                                        "Can you find me a room at the back of the building next time?"),
-                   "The user is bothered by street noise and would rather have quiet rooms.", "quiet",
-                   ("the user has a sleep disorder", "the user wants to move out of the city")),),
-        owners=("my friend", "my brother"),
-        items=("redirect urgent post", "tell work about the address", "return the key", "confirm the check-out date",
-               "pay the deposit"),
-        tasks=(("Do I need to redirect my post for a few weeks?",
-                "For a short stay, ask a neighbour to collect it or use a temporary redirect; banks and doctors can keep the permanent address."),
-               ("What should I check before I leave the rental?",
-                "Take photos of every room, return all keys, empty the fridge and read the meters; it avoids deposit disputes."),
-               ("How do I get parcels delivered here?",
-                "Use the temporary address with the host's name in the second line, or a nearby parcel locker."),
-               ("Can you help me plan the week around the builders?",
-                "Sure: note the days they need access, plan to be out on the noisiest days, and keep valuables with you.")),
-        use="write the parcel delivery instructions for this week",
-    ),
-    Kit(
-        key="parking", category="Temporary Status", subtopic="permits and passes",
-        settings=("dealing with roadworks on my street", "visiting my parents for a month", "commuting during a rail strike"),
-        main=T("car registration", "my car's registration", ("registration", "number plate"),
-               ("KL19 XRT", "BD21 MPA", "YF70 HGO", "LV68 ZNE", "SA22 WKD")),
-        temp=T("temporary parking permit number", "the temporary parking permit number", ("permit number", "parking permit"),
-               ("TP-30418", "TP-77251", "TP-12096", "TP-58843")),
-        control=T("residents' parking zone", "my residents' parking zone", ("parking zone", "zone"),
-                  ("Zone F", "Zone C", "Zone K", "Zone B")),
-        reflect=(R("commute preference", ("I drove in twice this week and both times I regretted the traffic.",
-                                         "The bike lane along the river is actually lovely in the morning.",
-                                         "If it's not raining I'd rather cycle."),
-                   "The user prefers cycling to work when the weather allows.", "cycling",
-                   ("the user is selling the car", "the user never drives")),),
-        owners=("my father", "my wife"),
-        items=("display the permit", "pay the congestion charge", "book the MOT", "renew the insurance",
-               "check the roadworks dates"),
-        tasks=(("Where can I check the roadworks dates?",
-                "The council's roadworks map lists each closure with start and end dates; you can subscribe to alerts for your street."),
-               ("Do I need to display the permit on the dashboard?",
-                "Most councils require the paper permit on the dashboard unless it's a virtual permit linked to the registration."),
-               ("What's the cheapest way to commute during the strike?",
-                "Cycling or a shared lift is cheapest; buses will be packed, so leave earlier than usual."),
-               ("When is my MOT due?",
-                "The date is on your last certificate or the government's MOT check service; you can book up to a month early without losing time.")),
-        use="fill in the visitor parking form for the council",
-    ),
-    Kit(
-        key="ooo", category="Temporary Status", subtopic="availability and leave",
-        settings=("going on parental leave", "recovering from a minor surgery", "taking a three-week sabbatical"),
-        main=T("return-to-work date", "my return date", ("return date", "back-in-office date"),
-               ("September 2", "September 9", "August 26", "September 16", "October 1")),
-        temp=T("covering colleague's direct line", "the covering colleague's direct line",
-               ("cover line", "covering number"), ("ext. 4412", "ext. 3097", "ext. 5586", "ext. 2218")),
-        control=T("leave start date", "the first day of my leave", ("leave start",),
-                  ("July 29", "August 5", "July 22", "August 12")),
-        reflect=(R("boundary preference", ("Please don't add me to any threads while I'm off.",
-                                          "Last time I checked email on holiday I regretted it.",
-                                          "If something is truly urgent they can text my partner."),
-                   "The user wants to be fully unreachable for work during leave except true emergencies.", "unreachable",
-                   ("the user is quitting the job", "the user dislikes their team")),),
-        owners=("my colleague Sara", "my manager"),
-        items=("set the auto-reply", "hand over open tickets", "update the shared calendar",
-               "brief the covering colleague", "pause recurring meetings"),
-        tasks=(("What should my auto-reply say?",
-                "When you're away, when you're back, and who to contact instead; no need to explain why you're away."),
-               ("How do I hand over my open tickets?",
-                "One line each: status, next step, and who owns it while you're gone; share it a few days before you leave."),
-               ("Should I pause my recurring meetings?",
-                "Yes, decline or cancel them for the period so organisers can plan without you."),
-               ("How do I switch off properly?",
-                "Remove work email from your phone for the period and tell the team the one channel for real emergencies.")),
-        use="write my out-of-office auto-reply",
-    ),
-    # ------------------------------------------------------------------ Corrections & Errors
-    Kit(
-        key="name_spelling", category="Corrections & Errors", subtopic="identity details",
-        settings=("booking flights for a family trip", "registering for a marathon", "filling in a visa application"),
-        main=T("surname spelling", "my surname", ("last name", "family name"),
-               ("Kowalczyk", "Kowalcyk", "Kowalzcyk", "Kovalczyk", "Kowalczik")),
-        temp=T("booking hold reference", "the booking hold reference", ("hold reference",),
-               ("HOLD-Q7X2", "HOLD-M3K9", "HOLD-T5R1", "HOLD-B8N4")),
-        control=T("date of birth", "my date of birth", ("birth date", "DOB"),
-                  ("12 March 1988", "3 July 1991", "27 October 1985", "9 January 1993")),
-        reflect=(R("detail-checking habit", ("I always read the confirmation email twice.",
-                                            "Last year a typo on a ticket cost me a change fee.",
-                                            "Can you show me everything before I press pay?"),
-                   "The user wants to review all details before confirming a booking.", "review",
-                   ("the user distrusts online booking", "the user has had identity theft")),),
-        owners=("my husband", "my daughter"),
-        items=("check the passport names", "confirm the seats", "pay for the bags", "add the frequent-flyer number",
-               "download the boarding passes"),
-        tasks=(("Does the name on the ticket have to match the passport exactly?",
-                "Yes, airlines check it against the passport; even a one-letter difference can mean a change fee or being refused boarding."),
-               ("Can I fix a typo after booking?",
-                "Most airlines allow small corrections free within 24 hours; after that it depends on the fare rules."),
-               ("What documents do I need for the visa?",
-                "Usually a valid passport, a photo, proof of accommodation and return travel, and sometimes a bank statement."),
-               ("When should I check in?",
-                "Online check-in usually opens 24 to 48 hours before departure; do it early to get seats together.")),
-        use="fill in the passenger details for the booking",
-    ),
-    Kit(
-        key="order_error", category="Corrections & Errors", subtopic="orders and accounts",
-        settings=("chasing a wrong delivery", "disputing a charge on my bill", "returning a faulty blender"),
-        main=T("order number", "the order number", ("order reference", "order ID"),
-               ("#A-558190", "#A-558910", "#A-585190", "#A-558109", "#A-551890")),
-        temp=T("return shipping label code", "the return label code", ("return code", "label code"),
-               ("RET-7Y3Q", "RET-2H8L", "RET-9C4V", "RET-5N1Z")),
-        control=T("purchase date", "the purchase date", ("order date",),
-                  ("February 3", "February 11", "January 27", "February 18")),
-        reflect=(R("escalation preference", ("I'd rather sort this by email so there's a paper trail.",
-                                            "Last time the phone agent promised a refund that never came.",
-                                            "Can you keep copies of everything we send them?"),
-                   "The user prefers documented, written complaints.", "written",
-                   ("the user wants to sue the company", "the user never shops online")),),
-        owners=("my partner", "my sister"),
-        items=("write the complaint", "print the return label", "photograph the damage", "check the refund",
-               "keep the receipt"),
-        tasks=(("How do I word the complaint so it gets taken seriously?",
-                "State the order, what went wrong, what you want (refund or replacement) and a reasonable deadline; attach photos."),
-               ("How long do refunds usually take?",
-                "Five to ten working days after they receive the return is typical; card refunds can take a few extra days to show."),
-               ("Should I keep the packaging?",
-                "Keep it until the refund lands; some retailers insist on original packaging for returns."),
-               ("What if they don't reply?",
-                "Send one follow-up after a week, then use the card provider's chargeback process if the item was faulty.")),
-        use="write the complaint email to the shop",
-    ),
-)
+_NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
 
-def kits_by_category() -> dict[str, list[Kit]]:
-    out: dict[str, list[Kit]] = {}
-    for kit in KITS:
-        out.setdefault(kit.category, []).append(kit)
+def _norm(text: str) -> str:
+    return _NON_ALNUM.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def _contains_words(haystack: str, needle: str) -> bool:
+    return f" {needle} " in f" {haystack} "
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_braces_or_blank(cls, v, info):
+        for s in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(s, str):
+                if not s.strip():
+                    raise ValueError("must not be blank")
+                if "{" in s or "}" in s:
+                    raise ValueError(f"must not contain braces (they are template slots): {s!r}")
+        return v
+
+
+class TargetSpec(_Strict):
+    target: str  # canonical target name, e.g. "delivery address"
+    np: str  # how the user refers to it, e.g. "my delivery address"
+    aliases: tuple[str, ...] = Field(min_length=1)
+    values: tuple[str, ...]
+
+    @model_validator(mode="after")
+    def _distinct_values(self):
+        said = _norm(self.np)
+        if not any(_contains_words(said, _norm(n)) for n in (self.target, *self.aliases)):
+            raise ValueError(f"np {self.np!r} names the target by neither {self.target!r} nor an alias; "
+                             "questions ask for it by those names, so the user must have used one")
+        normed = [_norm(v) for v in self.values]
+        if len(set(normed)) != len(normed):
+            raise ValueError(f"values of {self.target!r} repeat: {list(self.values)}")
+        for a in normed:
+            for b in normed:
+                if a != b and _contains_words(b, a):
+                    raise ValueError(f"value {a!r} of {self.target!r} is contained in {b!r}: an answer naming one "
+                                     "would seem to name the other")
+        return self
+
+
+class ReflectSet(_Strict):
+    target: str
+    clues: tuple[str, str, str]  # three user sentences, none of which states the conclusion
+    conclusion: str  # the bounded inference, a sentence containing `key`
+    key: str  # the short phrase a correct answer must contain
+    unsupported: tuple[str, ...] = Field(min_length=2)  # over-generalizations the clues do not justify
+
+    @model_validator(mode="after")
+    def _key_in_conclusion_only(self):
+        key = _norm(self.key)
+        if not _contains_words(_norm(self.conclusion), key):
+            raise ValueError(f"reflect {self.target!r}: key {self.key!r} is not in the conclusion")
+        for clue in self.clues:
+            if _contains_words(_norm(clue), key):
+                raise ValueError(f"reflect {self.target!r}: clue states the key {self.key!r} outright: {clue!r}")
+        for u in self.unsupported:
+            if _contains_words(_norm(u), key):
+                raise ValueError(f"reflect {self.target!r}: unsupported claim contains the key {self.key!r}: {u!r}")
+            if not u.startswith("the user "):
+                raise ValueError(f"reflect {self.target!r}: unsupported claims start with 'the user ': {u!r}")
+        return self
+
+
+class Task(_Strict):
+    user: str
+    assistant: str
+
+
+class Kit(_Strict):
+    key: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    category: str
+    subtopic: str
+    settings: tuple[str, ...] = Field(min_length=3)  # the user's situation, completes "I'm ..."
+    openers: tuple[str, ...] = Field(min_length=6)  # the first user line of a conversation, in this topic's voice
+    main: TargetSpec
+    neighbour: TargetSpec  # the user's own, different attribute that is easily confused with `main`
+    temp: TargetSpec
+    control: TargetSpec
+    reflect: tuple[ReflectSet, ...] = Field(min_length=2)
+    owners: tuple[str, ...] = Field(min_length=3)  # other people, e.g. "my sister"; confusable owners
+    items: tuple[str, ...] = Field(min_length=6)  # to-do items the assistant organises
+    tasks: tuple[Task, ...] = Field(min_length=8)  # task exchanges
+    use: str  # an application task, completes "Can you ..."
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, v):
+        if v not in CATEGORIES:
+            raise ValueError(f"unknown category {v!r}; expected one of {list(CATEGORIES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self):
+        need = {"main": 6, "neighbour": 3, "temp": 4, "control": 4}
+        for name, n in need.items():
+            spec = getattr(self, name)
+            if len(spec.values) < n:
+                raise ValueError(f"{name}.values: at least {n} needed, got {len(spec.values)}")
+        own = {name: {_norm(v) for v in getattr(self, name).values} for name in need}
+        names = list(need)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                both = own[a] & own[b]
+                if both:
+                    raise ValueError(f"{a}.values and {b}.values share {sorted(both)}")
+                for x in own[a]:
+                    for y in own[b]:
+                        if _contains_words(x, y) or _contains_words(y, x):
+                            raise ValueError(f"{a}.values {x!r} and {b}.values {y!r}: one contains the other")
+        targets = [_norm(getattr(self, n).target) for n in names]
+        if len(set(targets)) != len(targets):
+            raise ValueError(f"main, neighbour, temp and control must be four different targets, got {targets}")
+        for name, lst in (("openers", self.openers), ("settings", self.settings), ("items", self.items),
+                          ("owners", self.owners)):
+            if len({_norm(x) for x in lst}) != len(lst):
+                raise ValueError(f"{name} repeat an entry")
+        for o in self.owners:
+            if not o.startswith("my "):
+                raise ValueError(f"owners are people named from the user's side, starting 'my ': {o!r}")
+        return self
+
+
+T, R = TargetSpec, ReflectSet
+
+
+class KitError(ValueError):
+    pass
+
+
+def load_kit(path: Path) -> Kit:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise KitError(f"{path}: not valid YAML ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise KitError(f"{path}: expected a mapping of kit fields")
+    try:
+        kit = Kit.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(kit)'}: {e['msg']}" for e in exc.errors())
+        raise KitError(f"{path}: {problems}") from None
+    if kit.key != path.stem:
+        raise KitError(f"{path}: key {kit.key!r} differs from the file name")
+    return kit
+
+
+def _values_of(kit: Kit) -> dict[str, str]:
+    return {_norm(v): f"{name}.values" for name in ("main", "neighbour", "temp", "control")
+            for v in getattr(kit, name).values}
+
+
+def check_set(kits: list[Kit], paths: dict[str, Path] | None = None) -> list[str]:
+    """Problems across kits: shared sub-topics, values, settings or opening lines."""
+    problems: list[str] = []
+    where = (lambda k: str(paths[k.key])) if paths else (lambda k: k.key)
+    seen: dict[str, dict[str, Kit]] = {"subtopic": {}, "value": {}, "opener": {}, "setting": {}}
+    for kit in kits:
+        entries = {"subtopic": [(_norm(kit.subtopic), "subtopic")],
+                   "value": list(_values_of(kit).items()),
+                   "opener": [(_norm(o), "openers") for o in kit.openers],
+                   "setting": [(_norm(s), "settings") for s in kit.settings]}
+        for kind, pairs in entries.items():
+            for text, field in pairs:
+                other = seen[kind].get(text)
+                if other is not None and other.key != kit.key:
+                    problems.append(f"{where(kit)}: {field} {text!r} is also in {where(other)}")
+                seen[kind].setdefault(text, kit)
+    return problems
+
+
+@lru_cache(maxsize=4)
+def load_kits(directory: str | None = None) -> tuple[Kit, ...]:
+    """Every kit under `directory` (default: the shipped topics), validated one by one and as a set."""
+    root = Path(directory) if directory else TOPICS_DIR
+    paths = sorted(root.glob("*.yaml"))
+    if not paths:
+        raise KitError(f"{root}: no topic kits (*.yaml)")
+    kits = [load_kit(p) for p in paths]
+    problems = check_set(kits, {k.key: p for k, p in zip(kits, paths)})
+    if problems:
+        raise KitError(f"{root}: {len(problems)} problem(s) across kits:\n  " + "\n  ".join(problems))
+    return tuple(kits)
+
+
+def kits_by_category(directory: str | None = None) -> dict[str, list[Kit]]:
+    out: dict[str, list[Kit]] = {c: [] for c in CATEGORIES}
+    for kit in load_kits(directory):
+        out[kit.category].append(kit)
     return out
 
 
-# Further task exchanges per kit, so the five conversations of one topic do not share all their work.
-_MORE_TASKS: dict[str, tuple[tuple[str, str], ...]] = {
-    "trip": (("Is it worth getting a transport pass for the week?",
-              "If you'll take more than two rides a day, yes; a weekly pass usually pays for itself by day three and saves fiddling with tickets."),
-             ("What should I pack for changeable weather?",
-              "Layers: a light waterproof, one warm jumper, and shoes you can walk in all day. Leave space in the bag for things you'll bring back.")),
-    "dinner": (("Should I pre-order the food for such a big group?",
-                "For eight or more it speeds things up a lot; most places send a set menu a week ahead and let guests pick from two or three mains."),
-               ("How do I handle someone who can't make it last minute?",
-                "Tell the restaurant as early as you can; many charge per head only for no-shows without notice.")),
-    "move": (("How many boxes do I need for a one-bedroom?",
-              "Roughly 30 to 40 boxes: a mix of small ones for books and heavy things, and larger ones for bedding and clothes."),
-             ("Do I need to clean the old place professionally?",
-              "Check the tenancy agreement; if it says 'professionally cleaned', keep the receipt. Otherwise a thorough clean with photos is usually enough.")),
-    "conference": (("How do I make the most of the networking sessions?",
-                    "Pick three people or talks you actually want to follow up on, ask one specific question each, and send a short message the same evening."),
-                   ("Can you help me write a two-line bio?",
-                    "Sure: your role and organisation in the first line, what you work on and why it matters in the second. Keep it in the third person.")),
-    "address": (("Can a parcel be left with a neighbour by default?",
-                 "Most couriers let you set a safe place or a named neighbour in your account; add it to the delivery preferences rather than the note."),
-                ("How do I check my address is formatted correctly?",
-                 "Use the postal service's address finder; couriers route by the postcode and building number, so those two matter most.")),
-    "health": (("How do I remember to take my tablets every day?",
-                "Tie it to something you already do daily, like brushing your teeth, and use a weekly pill organiser so you can see if you missed one."),
-               ("Should I tell my dentist about my medication?",
-                "Yes, always; some medicines affect bleeding or interact with anaesthetics, so dentists ask for the full list.")),
-    "payment": (("Can you help me set a monthly budget for subscriptions?",
-                 "Add up what you pay now, decide on a ceiling, and cancel from the bottom of the usefulness list until you're under it."),
-                ("What's the safest way to pay for things online?",
-                 "A credit card or a virtual card number gives you the best protection; avoid bank transfers to people you don't know.")),
-    "work": (("How do I ask for a reference without it being awkward?",
-              "Ask early, say what the role is, and offer a short list of projects they could mention; most people are glad to help."),
-             ("Should my LinkedIn headline be my job title?",
-              "Your title plus what you're good at works better, for example 'Analyst | pricing and forecasting'.")),
-    "friend_bday": (("How do I split the cost of a group present fairly?",
-                     "Set the total, divide it evenly, and collect before you buy; a shared payment link keeps it simple."),
-                    ("What's a good theme for a small party at home?",
-                     "Something low effort: a taco night or a games evening. Food everyone assembles themselves keeps the host out of the kitchen.")),
-    "contact_phone": (("How often should I update emergency contacts?",
-                       "Whenever someone moves or changes numbers, and a quick check once a year is a good habit."),
-                      ("Should my emergency contact know they're listed?",
-                       "Definitely: tell them, and share any medical information they might be asked about.")),
-    "manager": (("How do I give feedback to my manager?",
-                 "Be specific and forward-looking: one thing that helps you, one thing you'd like more of, with an example for each."),
-                ("What should I bring to a one-on-one?",
-                 "Two or three topics: progress on your priorities, anything blocked, and one question about growth or the team's direction.")),
-    "kid_school": (("How do I help her settle into the new class?",
-                    "Talk about the routine in advance, arrange a play date with a classmate, and keep the first weeks' evenings calm."),
-                   ("What's a good packed lunch that won't come back uneaten?",
-                    "Small portions of things she already likes, cut up, with one new item at most; kids eat more when it's easy to pick at.")),
-    "coffee": (("Is oat milk or almond milk better for coffee?",
-                "Oat milk steams and foams better and tastes milder; almond milk is lighter but can split in very hot coffee."),
-               ("How do I cut down on coffee without headaches?",
-                "Reduce by about half a cup every few days and swap the afternoon one for decaf; headaches come from stopping suddenly.")),
-    "laptop": (("Should I use a password manager?",
-                "Yes; it lets you use a different strong password everywhere, and most sync across phone and laptop."),
-               ("How do I keep the laptop from overheating?",
-                "Keep the vents clear, use it on a hard surface, and check for a runaway process if the fan suddenly gets loud.")),
-    "thermostat": (("Can the thermostat switch off when nobody's home?",
-                    "Most smart thermostats have geofencing or an away schedule; set it to drop a few degrees when the last phone leaves."),
-                   ("What humidity should the house be at?",
-                    "Somewhere between 40 and 60 percent is comfortable and keeps mould away; a cheap hygrometer tells you.")),
-    "temp_stay": (("How do I make a short-term place feel less temporary?",
-                   "Bring a few familiar things: your own pillow, a lamp, a favourite mug. Small routines help more than furniture."),
-                  ("Should I get contents insurance for a few weeks?",
-                   "Check whether your home policy covers belongings away from home; many do for short stays.")),
-    "parking": (("What happens if I get a ticket while the permit is being processed?",
-                 "Appeal with the permit application date; councils usually cancel tickets issued while a valid application was pending."),
-                ("Is it cheaper to drive or take the train this month?",
-                 "Add fuel, parking and charges for the car and compare with a monthly rail ticket; for a daily commute the train often wins.")),
-    "ooo": (("How much notice should I give the team before leave?",
-             "At least two weeks for planned leave, with a handover document a few days before you go."),
-            ("What should the covering colleague know first?",
-             "The two or three things that can't wait, who the key contacts are, and where the documents live.")),
-    "name_spelling": (("Do children need their own passports for the trip?",
-                       "Yes, every traveller needs their own valid passport, including babies."),
-                      ("How early should we get to the airport with kids?",
-                       "Two and a half hours for an international flight gives you slack for queues and toilet stops.")),
-    "order_error": (("Can I ask for compensation as well as a refund?",
-                     "You can ask; for a faulty item you're entitled to a repair, replacement or refund, and a goodwill gesture is at their discretion."),
-                    ("How do I keep track of all the emails with them?",
-                     "Put them in one folder or label, and keep a short log of dates, names and what was promised.")),
-}
+def main(argv: list[str]) -> int:
+    """Check the named kit files (default: all shipped kits) and print every problem found."""
+    paths = [Path(a) for a in argv] or sorted(TOPICS_DIR.glob("*.yaml"))
+    kits, problems = [], []
+    for p in paths:
+        try:
+            kits.append((p, load_kit(p)))
+        except KitError as exc:
+            problems.append(str(exc))
+    problems += check_set([k for _, k in kits], {k.key: p for p, k in kits})
+    counts = {c: sum(k.category == c for _, k in kits) for c in CATEGORIES}
+    print(f"{len(kits)} kit(s) valid of {len(paths)}; by category: {counts}")
+    for line in problems:
+        print("PROBLEM", line)
+    return 1 if problems else 0
 
-KITS = tuple(
-    Kit(**{**{f: getattr(k, f) for f in k.__dataclass_fields__}, "tasks": k.tasks + _MORE_TASKS.get(k.key, ())})
-    for k in KITS
-)
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

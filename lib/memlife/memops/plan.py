@@ -48,6 +48,10 @@ class Topic:
     other_control_value: str
     owner: str
     reflect: K.ReflectSet
+    neighbour_value: str  # the user's own value for the kit's neighbouring target
+    claimed_value: str  # what a third party wrongly believes the main value is
+    echo_value: str  # a placeholder the assistant proposes and the user never confirms
+    claimant: str  # the third party
 
 
 def category_counts(n_topics: int) -> dict[str, int]:
@@ -69,6 +73,8 @@ def plan_topics(n_topics: int, seed: int) -> list[Topic]:
     topics: list[Topic] = []
     for cat, count in category_counts(n_topics).items():
         kits = by_cat[cat]
+        if count and not kits:
+            raise ValueError(f"no topic kit in category {cat!r} ({K.TOPICS_DIR}), but {count} topic(s) asked for")
         # Rotate the starting kit by seed so a different seed draws different sub-topics too.
         start = _rng(seed, "kit-start", cat).randrange(len(kits))
         for i in range(count):
@@ -80,10 +86,11 @@ def plan_topics(n_topics: int, seed: int) -> list[Topic]:
 def _background(index: int, kit: K.Kit, seed: int) -> Topic:
     rng = _rng(seed, "background", index, kit.key)
     topic_id = f"T{index:03d}"
-    v = rng.sample(kit.main.values, 4)
+    v = rng.sample(kit.main.values, 6)
     temp = rng.choice(kit.temp.values)
     c1, c2 = rng.sample(kit.control.values, 2)
-    owner = rng.choice(kit.owners)
+    owner, claimant = rng.sample(kit.owners, 2)
+    nb_value = rng.choice(kit.neighbour.values)
     reflect = rng.choice(kit.reflect)
     name = rng.choice(K.NAMES)
     setting = rng.choice(kit.settings)
@@ -114,10 +121,12 @@ def _background(index: int, kit: K.Kit, seed: int) -> Topic:
         neighbours=[
             Neighbour(kind="other_person", target=kit.main.target, value=v[3], owner=owner),
             Neighbour(kind="tentative", target=kit.main.target, value=v[2]),
-            Neighbour(kind="other_target", target=kit.control.target, value=c2),
+            Neighbour(kind="other_target", target=kit.neighbour.target, value=nb_value),
+            Neighbour(kind="third_party", target=kit.main.target, value=v[5], owner=claimant),
+            Neighbour(kind="assistant_echo", target=kit.main.target, value=v[4]),
         ],
     )
-    return Topic(index, kit, bg, tuple(v), temp, c1, c2, owner, reflect)
+    return Topic(index, kit, bg, tuple(v[:4]), temp, c1, c2, owner, reflect, nb_value, v[5], v[4], claimant)
 
 
 # ----------------------------------------------------------------------------- stage 2
@@ -129,18 +138,21 @@ class Event:
 
     event_id: str
     segment: int
-    slot: int  # user turn index within the segment; dialogue turn = 2 * slot
-    kind: str  # state | reuse | update | forget | keep | neighbour | tentative | clue
+    slot: int  # exchange index within the segment: user turn 2 * slot, assistant turn 2 * slot + 1
+    # state | reuse | update | forget | keep | neighbour | neighbour_target | tentative | third_party | clue
+    # | echo_placeholder | echo_repeat (the last two are the assistant's)
+    kind: str
     target: str
     np: str  # how the user names the target
     value: str = ""
     old_value: str = ""
     owner: str = ""
     clue: str = ""
+    speaker: str = "user"  # only an assistant echo is said by the assistant; evidence is always the user's
 
     @property
     def turn(self) -> int:
-        return 2 * self.slot
+        return 2 * self.slot + (self.speaker == "assistant")
 
 
 @dataclass(frozen=True)
@@ -218,8 +230,12 @@ def _events_for(topic: Topic, op_type: str, variant: str, rng: random.Random) ->
     b = _Builder(topic)
     if op_type == "remember":
         s = b.ev(0, 1, "state", m, value=v1)
+        # Before the user states the value, the assistant offers a placeholder the user never takes up.
+        b.ev(0, 0, "echo_placeholder", m, value=topic.echo_value, speaker="assistant")
+        b.ev(0, 3, "neighbour_target", kit.neighbour, value=topic.neighbour_value)
         c = b.ev(1, 0, "state", ctl, value=topic.control_value)
         nb = b.ev(1, 1, "neighbour", m, value=vn, owner=topic.owner)
+        b.ev(1, 2, "third_party", m, value=topic.claimed_value, owner=topic.claimant)
         r1 = b.ev(1, 3, "reuse", m, value=v1)
         b.ev(2, 1, "tentative", m, value=v3)
         r2 = b.ev(2, 2, "reuse", m, value=v1)
@@ -230,6 +246,8 @@ def _events_for(topic: Topic, op_type: str, variant: str, rng: random.Random) ->
         s = b.ev(0, 1, "state", tmp, value=topic.temp_value)
         c = b.ev(0, 2, "state", ctl, value=topic.control_value)
         r = b.ev(1, 1, "reuse", tmp, value=topic.temp_value)
+        # The assistant repeats the temporary value while it is still in use: an echo that outlives the request.
+        b.ev(1, 1, "echo_repeat", tmp, value=topic.temp_value, speaker="assistant")
         rc = b.ev(1, 3, "reuse", ctl, value=topic.control_value)
         f = b.ev(2, rng.choice((0, 1)), "forget", tmp, old_value=topic.temp_value)
         k = b.ev(2, 3, "keep", ctl, value=topic.control_value)
@@ -238,7 +256,9 @@ def _events_for(topic: Topic, op_type: str, variant: str, rng: random.Random) ->
         b.op("forget", tmp.target, tmp.aliases, topic.temp_value, None, f, (s, k))
     elif op_type == "update":
         s = b.ev(0, 1, "state", m, value=v1)
+        b.ev(0, 2, "third_party", m, value=topic.claimed_value, owner=topic.claimant)
         r = b.ev(0, 3, "reuse", m, value=v1)
+        b.ev(1, 0, "neighbour_target", kit.neighbour, value=topic.neighbour_value)
         nb = b.ev(1, 1, "neighbour", m, value=vn, owner=topic.owner)
         useg, uslot = rng.choice(((1, 3), (2, 0)))
         u = b.ev(useg, uslot, "update", m, value=v2, old_value=v1)
@@ -251,6 +271,9 @@ def _events_for(topic: Topic, op_type: str, variant: str, rng: random.Random) ->
         c1 = b.ev(0, 2, "clue", target=rf.target, np=rf.target, clue=rf.clues[0])
         c2 = b.ev(1, 1, "clue", target=rf.target, np=rf.target, clue=rf.clues[1])
         r = b.ev(1, 3, "reuse", m, value=v1)
+        # Someone else's broad verdict on the same behaviour: a third-party over-generalization.
+        b.ev(2, 0, "third_party", target=rf.target, np=rf.target, owner=topic.claimant,
+             clue=as_person(rf.unsupported[0], "I"))
         c3 = b.ev(2, 2, "clue", target=rf.target, np=rf.target, clue=rf.clues[2])
         b.op("remember", m.target, m.aliases, None, v1, s, (r,))
         b.op("reflect", rf.target, (rf.key,), None, rf.conclusion, c3, (c1, c2), rf.unsupported)
@@ -270,6 +293,8 @@ def _trajectory_events(b: _Builder, topic: Topic, variant: str) -> None:
     m, tmp, ctl, rf = kit.main, kit.temp, kit.control, topic.reflect
     s = b.ev(0, 1, "state", m, value=v1)
     b.op("remember", m.target, m.aliases, None, v1, s, ())
+    # Every trajectory shape leaves this exchange free: the user's neighbouring target, said late.
+    b.ev(2, 2, "neighbour_target", kit.neighbour, value=topic.neighbour_value)
     if variant == "A":
         t = b.ev(1, 0, "state", tmp, value=topic.temp_value)
         b.op("remember", tmp.target, tmp.aliases, None, topic.temp_value, t, ())
@@ -398,12 +423,17 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
                                 tuple(dis), tuple(ops), multi, tuple(sources), tuple(inf)))
 
     ev = {e.event_id: e for e in b.events}
+    nbv, claimed = topic.neighbour_value, topic.claimed_value
+    ntg = ("neighbouring_target", nbv, f"the user's {kit.neighbour.target}, a different detail")
+    claim = ("third_party", claimed, f"{possessive(topic.claimant)} mistaken belief")
+    echo = ("assistant_echo", topic.echo_value, "a placeholder the assistant proposed, never confirmed")
     if op_type == "remember":
         rem, remc = _op(b, "remember", m.target), _op(b, "remember", ctl.target)
         nb = b.neighbour_event
-        tent = next(e.event_id for e in b.events if e.kind == "tentative")
+        tent_ev = next(e.event_id for e in b.events if e.kind == "tentative")
         same = ("same_target", vn, f"{possessive(topic.owner)} {m.target}")
         recent = ("recency_top", v3, "tentative value mentioned after the fact")
+        tent = ("tentative", v3, "a possibility the user raised, never decided")
         add("OperationTrace",
             _pick(rng, ("Which of my messages gave you something about {t} worth keeping, and what exactly should be kept?",
                         "Point me to where I told you {np}, and say what you should hold on to from it."),
@@ -414,20 +444,22 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
             _pick(rng, ("I mentioned {vn} at some point. Is that my {t}? If not, whose is it and what is mine?",
                         "Whose {t} is {vn}, and which one is mine?"), vn=vn, t=m.target),
             f"{vn} is {possessive(yours(topic.owner))} {m.target}; yours is {v1}.",
-            (*_spans(b, rem.op_id), nb), (v1,), (), (same,), (rem.op_id,))
+            (*_spans(b, rem.op_id), nb), (v1,), (nbv,), (same, ntg), (rem.op_id,))
         add("StateTransition",
             _pick(rng, ("After everything I told you, what should be on file as my {t}?",
                         "What do you now have stored for my {t}?"), t=m.target),
             f"Your {m.target} is {v1}; the later mention of {v3} was only a possibility.",
-            (*_spans(b, rem.op_id), tent), (v1,), (vn, v3), (recent, same), (rem.op_id,))
+            (*_spans(b, rem.op_id), tent_ev), (v1,), (vn, v3, claimed, topic.echo_value, nbv),
+            (recent, same, tent, claim, echo, ntg), (rem.op_id,))
         add("CandidateDisambiguation",
             f"I've brought up {vn}, {v1} and {v3} in our chats. Which of them is actually my {m.target}?",
             f"{v1}. {vn} belongs to {yours(topic.owner)} and {v3} was only a tentative idea.",
-            (*_spans(b, rem.op_id), nb, tent), (v1,), (vn, v3), (same, recent), (rem.op_id,))
+            (*_spans(b, rem.op_id), nb, tent_ev), (v1,), (vn, v3, claimed, nbv), (same, recent, tent, claim, ntg),
+            (rem.op_id,))
         add("OperationApplication", f"Can you {kit.use}? Include my {m.target} and my {ctl.target}.",
             f"{m.target.capitalize()}: {v1}; {ctl.target}: {topic.control_value}.",
-            _spans(b, rem.op_id, remc.op_id), (v1, topic.control_value), (vn, v3), (same, recent),
-            (rem.op_id, remc.op_id), True, (rem.trigger, remc.trigger),
+            _spans(b, rem.op_id, remc.op_id), (v1, topic.control_value), (vn, v3, topic.echo_value, claimed),
+            (same, recent, echo, claim), (rem.op_id, remc.op_id), True, (rem.trigger, remc.trigger),
             (f"The {m.target} stated by the user is {v1}.",
              f"The {ctl.target} stated by the user is {topic.control_value}.",
              "Both facts are still current, so both go into the task output."))
@@ -435,6 +467,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         rem_t, rem_c, fg = _op(b, "remember", tmp.target), _op(b, "remember", ctl.target), _op(b, "forget")
         keep = ("retained_control", topic.control_value, f"{ctl.target} must survive the deletion")
         recent = ("recency_top", topic.temp_value, "the removed value was used shortly before the request")
+        echo_t = ("assistant_echo", topic.temp_value, "the assistant repeated the value before it was deleted")
         add("OperationTrace",
             _pick(rng, ("Which of my messages asked you to drop something, and what exactly should be removed?",
                         "Where did I ask you to get rid of a detail, and which detail was it?")),
@@ -448,13 +481,13 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         add("StateTransition",
             f"What do you still have on file about the {tmp.target} and my {ctl.target}?",
             f"Nothing about the {tmp.target}, which you asked me to delete; your {ctl.target} is still {topic.control_value}.",
-            _spans(b, fg.op_id, rem_c.op_id), (topic.control_value,), (topic.temp_value,), (keep, recent),
+            _spans(b, fg.op_id, rem_c.op_id), (topic.control_value,), (topic.temp_value,), (keep, recent, echo_t),
             (fg.op_id, rem_c.op_id))
         add("CandidateDisambiguation",
             f"Someone helping me asks for the {tmp.aliases[0]} and my {ctl.aliases[0]}. What can you give them?",
             f"Only the {ctl.target}: {topic.control_value}. The {tmp.target} was deleted at your request.",
             _spans(b, fg.op_id, rem_c.op_id, rem_t.op_id), (topic.control_value,), (topic.temp_value,),
-            (keep, recent), (fg.op_id, rem_c.op_id))
+            (keep, recent, echo_t), (fg.op_id, rem_c.op_id))
         add("OperationApplication", f"Can you {kit.use}? Use whatever details you still have.",
             f"It includes your {ctl.target}, {topic.control_value}, and leaves out the deleted {tmp.target}.",
             _spans(b, fg.op_id, rem_c.op_id, rem_t.op_id), (topic.control_value,), (topic.temp_value,),
@@ -476,15 +509,16 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
             f"It applied to your {m.target}, now {v2}; {possessive(yours(topic.owner))} ({vn}) is unaffected.",
             (*_spans(b, up.op_id), b.neighbour_event), (v2,), (v1,), (same, stale), (up.op_id,))
         add("StateTransition", f"What is my {m.target} now, and is {v1} still valid?",
-            f"It is {v2}; {v1} is no longer valid.", _spans(b, rem.op_id, up.op_id), (v2,), (v1,),
-            (stale,), (rem.op_id, up.op_id))
+            f"It is {v2}; {v1} is no longer valid.", _spans(b, rem.op_id, up.op_id), (v2,), (v1, claimed, nbv),
+            (stale, claim, ntg), (rem.op_id, up.op_id))
         add("CandidateDisambiguation",
             f"Between {v1}, {v2} and {vn}, which is my current {m.target}?",
-            f"{v2}. {v1} was replaced and {vn} is {possessive(yours(topic.owner))}.",
-            (*_spans(b, up.op_id), b.neighbour_event), (v2,), (v1, vn), (stale, same), (up.op_id,))
+            f"{v2}. {v1} was replaced and {vn} belongs to {yours(topic.owner)}.",
+            (*_spans(b, up.op_id), b.neighbour_event), (v2,), (v1, vn, claimed, nbv), (stale, same, claim, ntg),
+            (up.op_id,))
         add("OperationApplication", f"Can you {kit.use}? It needs my {m.target}.",
-            f"It uses {v2} as your {m.target}.", _spans(b, rem.op_id, up.op_id), (v2,), (v1,),
-            (stale,), (up.op_id,), True, (rem.trigger, up.trigger),
+            f"It uses {v2} as your {m.target}.", _spans(b, rem.op_id, up.op_id), (v2,), (v1, claimed),
+            (stale, claim), (up.op_id,), True, (rem.trigger, up.trigger),
             (f"The {m.target} was first given as {v1}.",
              f"A later message replaced it with {v2}, so {v1} is stale.",
              f"The task must use {v2}."))
@@ -492,8 +526,11 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
         rfl = _op(b, "reflect")
         # Answers address the user, so an over-generalization is forbidden in either wording.
         unsup = tuple(dict.fromkeys([*rf.unsupported, *(as_person(u, "you") for u in rf.unsupported)]))
-        over = ("same_target", rf.unsupported[0], "over-generalization of the same clues")
+        # The over-generalization is voiced by a third party, so the candidate is in the dialogue.
+        said = as_person(rf.unsupported[0], "I")
+        over = ("same_target", said, "over-generalization of the same clues")
         recent = ("recency_top", rf.clues[2], "the last clue alone does not carry the conclusion")
+        verdict = ("third_party", said, f"{possessive(topic.claimant)} verdict, broader than the clues")
         prov = _spans(b, rfl.op_id)
         add("OperationTrace",
             f"Which of my messages tell you something about my {rf.target}, and what can you conclude from them?",
@@ -504,11 +541,11 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
             f"It is about your {rf.target} only: {as_person(rf.conclusion, 'you')}", prov, (rf.key,), unsup,
             (over,), (rfl.op_id,))
         add("StateTransition", f"What, if anything, should you now keep in mind about my {rf.target}?",
-            as_person(rf.conclusion, "you"), prov, (rf.key,), unsup, (over, recent), (rfl.op_id,))
+            as_person(rf.conclusion, "you"), prov, (rf.key,), unsup, (over, recent, verdict), (rfl.op_id,))
         add("CandidateDisambiguation",
             f"Would it be fair to say that {as_person(rf.unsupported[0], 'I')}? Or is there a narrower conclusion?",
             f"No. The remarks only support a narrower point: {as_person(rf.conclusion, 'you')}", prov, (rf.key,),
-            unsup, (over,), (rfl.op_id,))
+            unsup, (over, verdict), (rfl.op_id,))
         add("OperationApplication",
             f"Given what you've noticed about me, what would you keep in mind if you {kit.items[0]} for me?",
             f"Keep in mind that {as_person(rf.conclusion[0].lower() + rf.conclusion[1:], 'you')}", prov, (rf.key,),
@@ -569,15 +606,16 @@ def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ev) -> None
         (f"The first statement set the {m.target} to {v1}.",
          f"The first correction replaced {v1} with {first_up.new_value}.",
          "That correction is the boundary the question asks about."))
+    ntg = ("neighbouring_target", topic.neighbour_value, f"the user's {kit.neighbour.target}, a different detail")
     add("StateTransition", f"What is my {m.target} at this point?",
         f"{final}." + (" Earlier values are out of date." if len(chain) > 1 else ""),
-        _spans(b, *(o.op_id for o in main_ops)), (final,), tuple(chain[:-1]) + forb_forgot, tuple(dis),
-        tuple(o.op_id for o in main_ops))
+        _spans(b, *(o.op_id for o in main_ops)), (final,), tuple(chain[:-1]) + forb_forgot + (topic.neighbour_value,),
+        (*dis, ntg), tuple(o.op_id for o in main_ops))
     cands = list(dict.fromkeys(chain))
     add("CandidateDisambiguation",
         f"I've given you {', '.join(cands[:-1])} and {cands[-1]} for my {m.target} at different times. Which one counts?",
         f"{final}, the most recent correction; the others are superseded.",
-        _spans(b, *(o.op_id for o in main_ops)), (final,), tuple(chain[:-1]), tuple(dis),
+        _spans(b, *(o.op_id for o in main_ops)), (final,), (*chain[:-1], topic.neighbour_value), (*dis, ntg),
         tuple(o.op_id for o in main_ops))
     gone = {o.target for o in forgot}
     ops_desc = "; ".join(_describe(o, gone) for o in b.ops)
@@ -612,9 +650,11 @@ def _check_slots(iid: str, events: list[Event]) -> None:
     for e in events:
         if not (0 <= e.segment < 3 and 0 <= e.slot < USER_SLOTS):
             raise ValueError(f"{iid}: event {e.event_id} placed outside the dialogue ({e.segment}, {e.slot})")
-        if (e.segment, e.slot) in seen:
-            raise ValueError(f"{iid}: events {seen[(e.segment, e.slot)]} and {e.event_id} share a user turn")
-        seen[(e.segment, e.slot)] = e.event_id
+        if e.speaker not in ("user", "assistant") or (e.speaker == "assistant") != e.kind.startswith("echo"):
+            raise ValueError(f"{iid}: event {e.event_id} ({e.kind}) said by {e.speaker!r}")
+        if (e.segment, e.turn) in seen:
+            raise ValueError(f"{iid}: events {seen[(e.segment, e.turn)]} and {e.event_id} share a turn")
+        seen[(e.segment, e.turn)] = e.event_id
 
 
 def select_pairs(topics: list[Topic], max_conversations: int | None, seed: int) -> list[tuple[Topic, str]]:

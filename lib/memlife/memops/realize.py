@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from .plan import USER_SLOTS, ConversationPlan, Event, possessive, yours
+from .schema import OP_TYPES
 from .schema import (
     AnswerKey,
     Distractor,
@@ -78,12 +79,39 @@ TENTATIVE = (
     "There's a chance {np} ends up as {v}, but don't count on that.",
     "Maybe {np} becomes {v} later on, I'm honestly not sure yet.",
 )
+NEIGHBOUR_TARGET = (
+    "Not to be confused with {np}, which is {v}.",
+    "Separate detail: {np} is {v}.",
+    "{NP} is {v}, which is a different thing.",
+    "And in case it comes up, {np} is {v}.",
+)
+THIRD_PARTY = (
+    "{OWNER} thinks {np} is {v}, but that's not right.",
+    "{OWNER} keeps saying {np} is {v}; ignore that, it's a mix-up.",
+    "If {owner} tells you {np} is {v}, don't go by that.",
+)
+THIRD_PARTY_VERDICT = (
+    "{OWNER} is convinced that {claim}, which isn't really it.",
+    "{OWNER} says {claim}, but I wouldn't go that far.",
+)
+# The assistant's own sentences: a placeholder it offers before the user gives the value, and a
+# repetition of a value that the user later withdraws. Neither is evidence; both are candidates.
+ECHO_PLACEHOLDER = (
+    "Until you confirm, I'll put {v} in as a placeholder for the {target}.",
+    "If it helps, I can pencil in {v} for the {target} for now; just tell me the real one.",
+    "I've drafted it with {v} standing in for the {target}; swap it for the right one.",
+)
+ECHO_REPEAT = (
+    "I'll keep {v} handy as the {target} for now.",
+    "So {v} is the {target} we're using for the moment.",
+)
 
-OPEN_FIRST = (
-    "Hi! I'm {setting} and could use a hand.",
-    "Hey, I'm {setting}. Can you help me keep things straight?",
-    "Hello! So I'm {setting}, and there's a lot to juggle.",
-    "Hi there, I'm {setting} and I want to get organised.",
+# Said after the kit's own opening line, so the situation is on record from the first turn.
+SETTING_LINE = (
+    "For context, I'm {setting}.",
+    "I'm {setting}, for context.",
+    "Background: I'm {setting}.",
+    "Some context: I'm {setting}.",
 )
 OPEN_AGAIN = (
     "Hi again, picking this back up.",
@@ -147,6 +175,10 @@ ACK = {
                "Okay, I no longer have the {target}."),
     "keep": ("Of course, your {target} stays as it is.", "Yes, I'll keep your {target} unchanged."),
     "neighbour": ("Thanks, I'll keep {their} separate from yours.", "Good to know, I won't confuse the two."),
+    "neighbour_target": ("Noted, and I'll keep your {target} apart from the other one.",
+                         "Got it, that one is filed separately."),
+    "third_party": ("Understood, I'll go by what you tell me.", "Fair enough, I won't read more into it than that.",
+                    "Okay, your word is what counts here."),
     "tentative": ("Okay, I'll treat that as a maybe and keep the current one for now.",
                   "Noted as a possibility only; nothing changes yet."),
     "clue": ("That's useful to know.", "Makes sense.", "Good to know, I'll keep that in mind.",
@@ -201,18 +233,24 @@ def _fill(template: str, **kw) -> str:
 def _slots(e: Event) -> dict[str, str]:
     poss = possessive(e.owner) if e.owner else ""
     return dict(np=e.np, NP=e.np[0].upper() + e.np[1:], v=e.value, old=e.old_value, target=e.target,
-                owner=e.owner, owner_poss=poss, OWNER_POSS=poss[:1].upper() + poss[1:],
+                owner=e.owner, OWNER=e.owner[:1].upper() + e.owner[1:], owner_poss=poss,
+                OWNER_POSS=poss[:1].upper() + poss[1:], claim=e.clue,
                 their=possessive(yours(e.owner)) if e.owner else "")
 
 
+def _bank(e: Event) -> tuple[str, ...]:
+    if e.kind == "third_party" and e.clue:
+        return THIRD_PARTY_VERDICT
+    return {"state": STATE, "reuse": REUSE, "update": UPDATE, "forget": FORGET, "keep": KEEP,
+            "neighbour": NEIGHBOUR, "tentative": TENTATIVE, "neighbour_target": NEIGHBOUR_TARGET,
+            "third_party": THIRD_PARTY, "echo_placeholder": ECHO_PLACEHOLDER, "echo_repeat": ECHO_REPEAT}[e.kind]
+
+
 def render_event(e: Event, rng: random.Random) -> str:
-    """One user sentence for one planned event; it is the verbatim quote of the event."""
-    kw = _slots(e)
-    bank = {"state": STATE, "reuse": REUSE, "update": UPDATE, "forget": FORGET, "keep": KEEP,
-            "neighbour": NEIGHBOUR, "tentative": TENTATIVE}
+    """One sentence for one planned event; a user event's sentence is the verbatim quote of the event."""
     if e.kind == "clue":
         return e.clue
-    return _fill(rng.choice(bank[e.kind]), **kw)
+    return _fill(rng.choice(_bank(e)), **_slots(e))
 
 
 def _ack(e: Event, rng: random.Random) -> str:
@@ -229,6 +267,18 @@ class _TaskState:
     items_left: list[str]
     used: dict[int, int]
     used_items: set[tuple[int, str]]
+
+
+def opening_line(cp: ConversationPlan, attempt: int = 0) -> str:
+    """The kit's opening line for this conversation: the five conversations of a topic never share one.
+
+    Each topic draws a fixed order of its kit's openers; a conversation takes the one at its
+    operation's position, so a topic's conversations open differently by construction.
+    """
+    openers = cp.topic.kit.openers
+    order = random.Random(f"openers:{cp.topic.background.topic_id}:{cp.topic.kit.key}").sample(
+        range(len(openers)), len(openers))
+    return openers[order[(OP_TYPES.index(cp.op_type) + attempt * len(OP_TYPES)) % len(openers)]]
 
 
 def _task_exchange(state: _TaskState, rng: random.Random) -> tuple[str, str]:
@@ -285,12 +335,12 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
     """3 segments of 8 turns. `attempt` reseeds the phrasing so a regeneration reads differently."""
     rng = random.Random(f"realize:{cp.instance_id}:{attempt}:{cp.topic.background.setting}")
     kit = cp.topic.kit
-    tasks = list(kit.tasks)
+    tasks = [(t.user, t.assistant) for t in kit.tasks]
     rng.shuffle(tasks)
     items = list(kit.items)
     rng.shuffle(items)
     state = _TaskState(todo=[], open_tasks=tasks, items_left=items, used={}, used_items=set())
-    by_slot = {(e.segment, e.slot): e for e in cp.events}
+    by_turn = {(e.segment, e.turn): e for e in cp.events}
     colour = list(USER_COLOUR)
     rng.shuffle(colour)
     offers = list(ASSISTANT_OFFER)
@@ -301,12 +351,15 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
     for seg in range(3):
         turns: list[Turn] = []
         for slot in range(USER_SLOTS):
-            e = by_slot.get((seg, slot))
+            e = by_turn.get((seg, 2 * slot))
+            echo = by_turn.get((seg, 2 * slot + 1))
             user_parts: list[str] = []
             asst_parts: list[str] = []
-            if slot == 0:
-                opener = OPEN_FIRST if seg == 0 else OPEN_AGAIN
-                user_parts.append(_fill(rng.choice(opener), setting=cp.topic.background.setting))
+            if slot == 0 and seg == 0:
+                user_parts += [opening_line(cp, attempt),
+                               _fill(rng.choice(SETTING_LINE), setting=cp.topic.background.setting)]
+            elif slot == 0:
+                user_parts.append(rng.choice(OPEN_AGAIN))
             elif rng.random() < 0.3:
                 user_parts.append(colour.pop() if colour else rng.choice(USER_COLOUR))
             if e is not None:
@@ -327,8 +380,13 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
                     u, a = _task_exchange(state, rng)
                 user_parts.append(u)
                 asst_parts.append(a)
+                if echo is not None:
+                    asst_parts.append(render_event(echo, rng))
+                    echo = None
                 if offers and rng.random() < 0.35 and not a.endswith("?"):
                     asst_parts.append(offers.pop())
+            if echo is not None:
+                asst_parts.append(render_event(echo, rng))
             turns.append(Turn(role="user", text=" ".join(user_parts)))
             turns.append(Turn(role="assistant", text=" ".join(asst_parts)))
         segments.append(turns)
@@ -354,11 +412,14 @@ def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
         "Return JSON: {\"turns\": [8 strings]}.",
         "Each turn is 2-5 sentences. The assistant does concrete work (a plan, a list, a draft, a comparison) "
         "based on what the user just said.",
-        "Each user turn listed below MUST contain the given sentence exactly, character for character:",
+        "Each turn listed below MUST contain the given sentence exactly, character for character:",
     ]
     for e in cp.events:
         if e.segment == seg:
-            lines.append(f"- user turn {e.slot + 1}: \"{fixed[e.event_id]}\"")
+            lines.append(f"- {e.speaker} turn {e.slot + 1}: \"{fixed[e.event_id]}\"")
+    if seg == 0:
+        lines.append(f"The first user turn opens with: \"{opening_line(cp)}\" and says that the user is "
+                     f"{cp.topic.background.setting}.")
     if seg > 0:
         lines.append("This is a later session of the same conversation; the user greets briefly.")
     if feedback:
@@ -402,10 +463,8 @@ def realize_llm(cp: ConversationPlan, attempt: int = 0, feedback: str = "") -> l
 
 
 def _locate(cp: ConversationPlan, segments: list[list[Turn]], sentences: dict[str, str]) -> dict[str, Span]:
-    spans = {}
-    for e in cp.events:
-        spans[e.event_id] = Span(segment=e.segment, turn=e.turn, quote=sentences[e.event_id])
-    return spans
+    return {e.event_id: Span(segment=e.segment, turn=e.turn, quote=sentences[e.event_id])
+            for e in cp.events if e.speaker == "user"}
 
 
 def assemble(cp: ConversationPlan, segments: list[list[Turn]], sentences: dict[str, str],
@@ -451,10 +510,8 @@ def _sentence_in(turn_text: str, e: Event) -> str:
         return e.clue
     # Rendering is deterministic given the turn's RNG draws, so re-rendering is not possible here;
     # instead find the rendered sentence by the bank it came from.
-    bank = {"state": STATE, "reuse": REUSE, "update": UPDATE, "forget": FORGET, "keep": KEEP,
-            "neighbour": NEIGHBOUR, "tentative": TENTATIVE}[e.kind]
     kw = _slots(e)
-    for tpl in bank:
+    for tpl in _bank(e):
         s = _fill(tpl, **kw)
         if s in turn_text:
             return s

@@ -43,7 +43,13 @@ DISTRACTOR_TAGS = (
     "retained_control",
     "update_chain",
     "context_level",
+    # Further confusable candidates the paper names for CandidateDisambiguation (Section 3.3).
+    "neighbouring_target",
+    "assistant_echo",
+    "third_party",
+    "tentative",
 )
+FIGURE_5C_TAGS = DISTRACTOR_TAGS[:6]  # the targeted distractors and controls Figure 5(c) counts
 N_SEGMENTS = 3
 TURNS_PER_SEGMENT = 8
 
@@ -102,9 +108,10 @@ class Reflection(_Strict):
 
 
 class Neighbour(_Strict):
-    """A confusable candidate: another person's value, a neighbouring target, or a tentative value."""
+    """A confusable candidate: another person's value, a neighbouring target, a tentative value,
+    a third party's mistaken belief, or a placeholder the assistant proposed."""
 
-    kind: Literal["other_person", "other_target", "tentative"]
+    kind: Literal["other_person", "other_target", "tentative", "third_party", "assistant_echo"]
     target: str
     value: str
     owner: str = ""
