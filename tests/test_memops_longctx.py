@@ -52,7 +52,13 @@ def test_context_distractors_are_close_to_a_target_but_state_neutral(instances):
     for inst in instances:
         e = L.embed(inst, 6000, seed=0)
         cds = e.long_context.context_distractors
-        assert 5 <= len(cds) <= 6
+        assert len(cds) == L.DISTRACTORS_PER_OPERATION * len(inst.operations)
+        ops = {o.op_id: o for o in inst.operations}
+        for cd in cds:  # operation-aware: from the bank of what the operation does, naming its own target
+            op = ops[cd.op_id]
+            assert cd.target == op.target
+            bank = {u.format(target=op.target) for u, _ in L.DISTRACTOR_TEMPLATES[op.type]}
+            assert cd.turns[0].text in bank
         values = {normalize_value(v) for o in inst.operations for v in (o.old_value, o.new_value) if v}
         for cd in cds:
             text = " ".join(t.text for t in cd.turns)

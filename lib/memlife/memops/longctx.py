@@ -25,22 +25,68 @@ from .schema import (
     Turn,
 )
 
-# State-neutral exchanges about a target: general questions, nothing about the user's own value.
-DISTRACTOR_TEMPLATES = (
-    ("Random question: how do people usually keep track of their {target}?",
-     "Most people keep it in one place, such as a notes app or a password manager, and update it as soon as it changes."),
-    ("My friend was complaining about getting the {target} wrong on a form. Does that happen a lot?",
-     "It's common. Forms rarely check it, so a small slip often only shows up when something goes missing."),
-    ("Is it normal to be asked for a {target} this often?",
-     "Fairly normal: many services ask again rather than store it, mostly for security or because it changes."),
-    ("I read an article about {target}s being handled carelessly. Should I worry?",
-     "A little care goes a long way: share it only where it's needed and check who asks for it."),
-    ("What's the best way to double-check a {target} before sending it?",
-     "Read it back once against the original source, and for anything with numbers compare it digit by digit."),
-    ("Do you think a {target} is something you should write down or just keep in your head?",
-     "For anything you'd be stuck without, keep a written copy somewhere safe; memory is not a great backup."),
-)
-
+# State-neutral exchanges about a target, one bank per operation type: each names the operation's
+# target and fits what the operation does to it (keeping, deleting, changing, inferring), but
+# states no value of the user's and changes nothing.
+DISTRACTOR_TEMPLATES: dict[str, tuple[tuple[str, str], ...]] = {
+    "remember": (
+        ("Random question: how do people usually keep track of their {target}?",
+         "Most people keep it in one place, such as a notes app, and check it there rather than from memory."),
+        ("My friend was complaining about getting the {target} wrong on a form. Does that happen a lot?",
+         "It's common. Forms rarely check it, so a small slip often only shows up when something goes missing."),
+        ("Is it normal to be asked for a {target} this often?",
+         "Fairly normal: many services ask again rather than store it, mostly for security or convenience."),
+        ("What's the best way to double-check a {target} before sending it?",
+         "Read it back once against the original source, and for anything with numbers compare it digit by digit."),
+        ("Do you think a {target} is something you should write down or just keep in your head?",
+         "For anything you'd be stuck without, keep a written copy somewhere safe; memory is not a great backup."),
+        ("Who normally needs to know someone's {target}?",
+         "Usually only the people or services acting on it; there's rarely a reason to share it more widely."),
+    ),
+    "forget": (
+        ("Is it a bad idea to keep an old {target} saved in my phone?",
+         "Once something has served its purpose it's safer to delete it; old codes and numbers are easy to misuse."),
+        ("How long do companies usually keep a {target} after you stop using it?",
+         "It varies; many keep records for a set period, and you can usually ask them to delete what they hold."),
+        ("I read that people forget to clear out things like a {target}. Does that matter?",
+         "It can: stale details in notes or password managers are a common source of mix-ups and leaks."),
+        ("Can you ask a service to erase a {target} it has on file?",
+         "In most places yes; a short written request naming the detail is usually enough."),
+        ("What's a sensible habit for temporary details like a {target}?",
+         "Note it somewhere temporary, use it, and delete it as soon as the thing it was for is done."),
+        ("Should a {target} ever be shared over text message?",
+         "Only when there's no better channel, and it's worth deleting the message afterwards."),
+    ),
+    "update": (
+        ("How often do people end up changing their {target}?",
+         "More often than they expect; plans shift, and the trouble is usually forgetting to tell everyone."),
+        ("If a {target} changes, who usually needs to be told?",
+         "Anyone who acts on it: the service itself, anyone you've shared it with, and any saved forms."),
+        ("Is there a good way to make sure an old {target} doesn't get used by mistake?",
+         "Replace it everywhere in one sitting and delete the old version from notes and autofill."),
+        ("My colleague's {target} changed twice in a month. Is that unusual?",
+         "Not really; it happens, and keeping one up-to-date copy is the simplest way to cope."),
+        ("Do forms usually let you correct a {target} after submitting?",
+         "Many do within a short window; after that you often have to contact them directly."),
+        ("Why do services keep asking people to confirm their {target}?",
+         "Because details go out of date; a quick confirmation prevents things going to the wrong place."),
+    ),
+    "reflect": (
+        ("Do most people have a clear sense of their own {target}?",
+         "Often not explicitly; people tend to notice it only when something doesn't suit them."),
+        ("Is {target} something that changes much over the years?",
+         "It can drift with circumstances, though most people have a fairly stable baseline."),
+        ("How would you even describe someone's {target}?",
+         "Usually by what they consistently choose when they have the option, rather than by what they say."),
+        ("Is it worth thinking about {target} when planning things?",
+         "A little: matching plans to how people actually behave usually saves friction later."),
+        ("My brother says you can't really generalise about {target}. Is that fair?",
+         "Partly; patterns exist, but they're best read from several observations rather than one."),
+        ("Do people often misjudge their own {target}?",
+         "Quite often; habits are easier to see from the outside than from the inside."),
+    ),
+}
+DISTRACTORS_PER_OPERATION = 2
 
 @lru_cache(maxsize=2)
 def _corpus(filler_path: str | None = None):
@@ -98,26 +144,23 @@ def _even_positions(n_turns: int) -> list[int]:
     return [p for p in range(0, n_turns + 1, 2)]
 
 
-def _distractor_turns(target: str, rng: random.Random) -> list[Turn]:
-    u, a = rng.choice(DISTRACTOR_TEMPLATES)
-    return [Turn(role="user", text=u.format(target=target)), Turn(role="assistant", text=a.format(target=target))]
+def _distractor_turns(op_type: str, target: str, rng: random.Random, n: int) -> list[list[Turn]]:
+    """`n` different exchanges from the operation's bank, each naming the target."""
+    return [[Turn(role="user", text=u.format(target=target)), Turn(role="assistant", text=a.format(target=target))]
+            for u, a in rng.sample(DISTRACTOR_TEMPLATES[op_type], n)]
 
 
-def embed(inst: Instance, target_tokens: int, seed: int, n_distractors: int | None = None,
+def embed(inst: Instance, target_tokens: int, seed: int, per_operation: int = DISTRACTORS_PER_OPERATION,
           filler_path: str | None = None) -> Instance:
     """A copy of `inst` with `long_context` filled and probes tagged with their context distractors."""
     rng = random.Random(f"{seed}:longctx:{inst.instance_id}")
     dialogues, sizes = _corpus(filler_path)
     source = "chitchat" if filler_path is None else "ultrachat"
     evidence_tokens = _tokens([t for seg in inst.segments for t in seg])
-    if n_distractors is None:
-        # About 5.7 per sample in the paper: 5 or 6, drawn per instance.
-        n_distractors = 5 + (rng.random() < 0.7)
-    ops = [o for o in inst.operations]
-    snippets = []
-    for k in range(n_distractors):
-        op = ops[k % len(ops)]
-        snippets.append((op, _distractor_turns(op.target, rng)))
+    # A fixed number per gold operation, so how many an instance gets follows from its trace (the
+    # paper reports 5.7 per sample on average without giving its rule).
+    snippets = [(op, turns) for op in inst.operations
+                for turns in _distractor_turns(op.type, op.target, rng, per_operation)]
     budget = target_tokens - evidence_tokens - sum(_tokens(t) for _, t in snippets)
 
     chosen: list[int] = []
