@@ -41,7 +41,8 @@ def params_for(profile: str) -> BuildParams:
     return BuildParams(profile=p["profile"], seed=int(p["seed"]), n_topics=int(p["n_topics"]),
                        max_conversations=p.get("max_conversations"),
                        longctx_tokens=int(p["longctx_tokens"]), max_attempts=int(p.get("max_attempts", 3)),
-                       realizer=p.get("realizer", "auto"), verifier=p.get("verifier", "auto"))
+                       realizer=p.get("realizer", "auto"), verifier=p.get("verifier", "auto"),
+                       filler_path=p.get("filler_path"))
 
 
 def _use_llm(choice: str) -> bool:
