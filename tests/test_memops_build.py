@@ -42,3 +42,26 @@ def test_every_profile_sets_a_retention_floor_that_is_a_fraction():
     for profile in ("smoke", "quick", "paper"):
         floor = config.notebook_params(profile, "10_memops_build")["min_retention"]
         assert 0 < floor <= 1, (profile, floor)
+
+
+def test_the_paper_profile_builds_offline_at_the_papers_breadth(tmp_path):
+    """The issue's must-show, on the real paper parameters (60k-token histories included)."""
+    from collections import Counter
+
+    from memlife.memops import describe, metrics
+    from memlife.memops.schema import DISTRACTOR_TAGS, load_instances
+
+    params = replace(params_for("paper"), realizer="template", verifier="off")
+    result = build(params, tmp_path / "a", progress=False)
+    again = build(params, None, progress=False)
+    assert again.manifest["sha256"] == result.manifest["sha256"]  # stable across two builds of one seed
+    insts = load_instances(tmp_path / "a" / "instances.jsonl")
+    assert len(insts) == result.manifest["planned_conversations"] == 403  # the template realizer drops nothing
+    assert len({i.subtopic for i in insts}) == len({i.topic_id for i in insts}) == 100
+    probes = [p for i in insts for p in i.probes]
+    assert abs(len(probes) - 2006) <= 0.02 * 2006
+    tags = Counter(d.tag for p in probes for d in p.distractors)
+    assert set(tags) == set(DISTRACTOR_TAGS)
+    assert validate_file(tmp_path / "a" / "instances.jsonl") == []
+    assert all(metrics.gold_failures(i, p) == [] for i in insts for p in i.probes)
+    assert describe.shared_openings(insts) <= 0.05

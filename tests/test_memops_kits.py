@@ -50,6 +50,9 @@ def test_a_bad_field_is_named_with_its_file(tmp_path):
     (lambda d: d.update(openers=["Hi {name}", *d["openers"][1:]]), "braces"),
     (lambda d: d.update(owners=["sister", *d["owners"][1:]]), "starting 'my '"),
     (lambda d: d.update(key="other"), "differs from the file name"),
+    (lambda d: d["reflect"][0].update(conclusion="The user likes their free time.", key="their free time"),
+     "third person"),
+    (lambda d: d["main"].update(values=["the hall at St Aldric's", *d["main"]["values"][1:]]), "possessive"),
 ])
 def test_each_rule_refuses_its_mistake(tmp_path, change, message):
     _copy(tmp_path, "trip")

@@ -1,12 +1,15 @@
 """Dataset statistics for Table 2 and Figures 4-5, and a readable rendering of one instance."""
 from __future__ import annotations
 
+import random
+import re
 from collections import Counter
+from itertools import combinations
 
 import pandas as pd
 
 from ..paper_reference import MEMOPS_TABLE2
-from .schema import CATEGORIES, DISTRACTOR_TAGS, OP_TYPES, PROBE_TYPES, Instance
+from .schema import CATEGORIES, DISTRACTOR_TAGS, FIGURE_5C_TAGS, OP_TYPES, PROBE_TYPES, Instance
 
 # Table 2's rows by section, in the paper's order (its values: `paper_reference.MEMOPS_TABLE2`).
 SECTIONS = {
@@ -46,7 +49,7 @@ def table2(instances: list[Instance], gate_log: dict) -> pd.DataFrame:
         "Avg. approx. tokens (long-context)": round(sum(longs) / len(longs)) if longs else None,
         "Max. approx. tokens (long-context)": max(longs) if longs else None,
         "Avg. evidence spans per probe": round(sum(len(p.provenance) for p in probes) / len(probes), 2),
-        "Multi-hop probes (%)": round(100 * sum(p.multi_hop for p in probes) / len(probes), 1),
+        "Multi-hop probes (%)": round(100 * sum(chained(i, p) for i in instances for p in i.probes) / len(probes), 1),
         "Avg. context-level distractors": round(
             sum(len(i.long_context.context_distractors) for i in instances if i.long_context) / len(instances), 2),
         "Generated attempts": gate_log["generated"],
@@ -56,6 +59,78 @@ def table2(instances: list[Instance], gate_log: dict) -> pd.DataFrame:
     rows = [{"section": sec, "statistic": k, "paper": MEMOPS_TABLE2[k], "ours": ours[k]}
             for sec, keys in SECTIONS.items() for k in keys]
     return pd.DataFrame(rows)
+
+
+def chained(inst: Instance, probe) -> bool:
+    """Whether a probe's answer is derived through a chain: its reasoning chain cites two or more
+    different user turns, each quote found verbatim where it points. Read from the instance, so a
+    flag without a chain behind it does not count."""
+    chain = probe.reasoning_chain
+    if chain is None:
+        return False
+    turns = {(s.segment, s.turn) for s in chain.source_facts}
+    found = all(s.quote in inst.segments[s.segment][s.turn].text for s in chain.source_facts)
+    return len(turns) >= 2 and found and len(chain.inferences) >= 2
+
+
+def sessions_spanned(instances: list[Instance]) -> pd.DataFrame:
+    """Per probe: how many of the three sessions its gold provenance draws on (1-3)."""
+    return pd.DataFrame([{"instance_id": i.instance_id, "probe_type": p.probe_type,
+                          "sessions": len({s.segment for s in p.provenance})}
+                         for i in instances for p in i.probes])
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def opening_line(inst: Instance) -> str:
+    """The first sentence of the conversation's first user turn, run on while it is under six words,
+    so that a bare greeting ("Hi!") is read together with what follows it."""
+    out: list[str] = []
+    for sentence in _SENTENCE_END.split(inst.segments[0][0].text.strip()):
+        out.append(sentence)
+        if len(" ".join(out).split()) >= 6:
+            break
+    return " ".join(out)
+
+
+def shared_openings(instances: list[Instance]) -> float:
+    """Share of conversations whose opening line is also another conversation's."""
+    counts = Counter(opening_line(i) for i in instances)
+    return sum(counts[opening_line(i)] > 1 for i in instances) / len(instances) if instances else 0.0
+
+
+def _trigrams(inst: Instance) -> frozenset[tuple[str, str, str]]:
+    words = re.findall(r"[a-z0-9']+", " ".join(t.text for seg in inst.segments for t in seg).lower())
+    return frozenset(zip(words, words[1:], words[2:]))
+
+
+def lexical_overlap(instances: list[Instance], seed: int = 0) -> pd.DataFrame:
+    """Word-trigram Jaccard overlap between two conversations' dialogue, for every pair of one
+    topic and for as many pairs of the same operation type from different topics (the baseline).
+
+    Two conversations of one topic share a setting and a kit, so they overlap more than unrelated
+    ones; how much more says whether the paraphrase banks keep a topic's conversations apart.
+    """
+    grams = {i.instance_id: _trigrams(i) for i in instances}
+
+    def jaccard(a: Instance, b: Instance) -> float:
+        x, y = grams[a.instance_id], grams[b.instance_id]
+        return len(x & y) / len(x | y) if x | y else 0.0
+
+    by_topic: dict[str, list[Instance]] = {}
+    for i in instances:
+        by_topic.setdefault(i.topic_id, []).append(i)
+    rows = [{"pair": "same topic", "a": a.instance_id, "b": b.instance_id, "jaccard": jaccard(a, b)}
+            for group in by_topic.values() for a, b in combinations(group, 2)]
+    rng = random.Random(f"{seed}:lexical-overlap")
+    by_op: dict[str, list[Instance]] = {}
+    for i in instances:
+        by_op.setdefault(i.op_type, []).append(i)
+    pool = [(a, b) for group in by_op.values() for a, b in combinations(group, 2) if a.topic_id != b.topic_id]
+    for a, b in rng.sample(pool, min(len(rows), len(pool))):
+        rows.append({"pair": "different topics", "a": a.instance_id, "b": b.instance_id, "jaccard": jaccard(a, b)})
+    return pd.DataFrame(rows, columns=["pair", "a", "b", "jaccard"])
 
 
 def category_breakdown(instances: list[Instance]) -> pd.DataFrame:
@@ -86,7 +161,8 @@ def composition(instances: list[Instance]) -> dict[str, pd.DataFrame]:
     return {
         "operations": pd.DataFrame({"op_type": list(OP_TYPES), "conversations": [ops[o] for o in OP_TYPES]}),
         "probes": pd.DataFrame({"probe_type": list(PROBE_TYPES), "probes": [probes[p] for p in PROBE_TYPES]}),
-        "distractors": pd.DataFrame({"tag": list(DISTRACTOR_TAGS), "probes": [tags[t] for t in DISTRACTOR_TAGS]}),
+        "distractors": pd.DataFrame({"tag": list(DISTRACTOR_TAGS), "probes": [tags[t] for t in DISTRACTOR_TAGS],
+                                     "in_figure_5c": [t in FIGURE_5C_TAGS for t in DISTRACTOR_TAGS]}),
     }
 
 

@@ -57,11 +57,32 @@ def composition(comp: dict[str, pd.DataFrame]) -> plt.Figure:
     axes[0].set_title("(a) operation types")
     sns.barplot(data=comp["probes"], y="probe_type", x="probes", ax=axes[1], color=sns.color_palette()[1])
     axes[1].set_title("(b) probe types")
-    sns.barplot(data=comp["distractors"], y="tag", x="probes", ax=axes[2], color=sns.color_palette()[2])
+    dis = comp["distractors"].assign(figure=lambda d: d["in_figure_5c"].map({True: "in the paper's 5(c)",
+                                                                            False: "also named in Section 3.3"}))
+    sns.barplot(data=dis, y="tag", x="probes", hue="figure", dodge=False, ax=axes[2],
+                palette=[sns.color_palette()[2], sns.color_palette()[7]])
     axes[2].set_title("(c) distractors and controls")
+    axes[2].legend(fontsize=7)
     for ax in axes:
         ax.set_ylabel(ax.get_ylabel())
         ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    return fig
+
+
+def lexical_overlap(overlap: pd.DataFrame) -> plt.Figure:
+    """Word-trigram Jaccard overlap of conversation pairs from one topic against pairs of the same
+    operation type from different topics (`describe.lexical_overlap`), one histogram each."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, (pair, colour) in enumerate((("different topics", 7), ("same topic", 0))):
+        vals = overlap.loc[overlap["pair"] == pair, "jaccard"]
+        if len(vals):
+            sns.histplot(vals, ax=ax, bins=30, binrange=(0, max(overlap["jaccard"].max(), 0.01)), stat="density",
+                         color=sns.color_palette()[colour], alpha=0.6,
+                         label=f"{pair} (n={len(vals)}, median {vals.median():.3f})")
+    ax.set_xlabel("word-trigram Jaccard overlap of two conversations")
+    ax.set_title("Lexical diversity: how alike two conversations read")
+    ax.legend()
     fig.tight_layout()
     return fig
 

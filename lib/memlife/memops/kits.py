@@ -35,6 +35,7 @@ NAMES = (
 )
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
+_POSSESSIVE = re.compile(r"\w['’]s\b|\ws['’](?!\w)")  # "Jo's", "Weavers'", not "O'Connor"
 
 
 def _norm(text: str) -> str:
@@ -93,6 +94,9 @@ class ReflectSet(_Strict):
     @model_validator(mode="after")
     def _key_in_conclusion_only(self):
         key = _norm(self.key)
+        if set(key.split()) & {"user", "their", "they", "them"}:
+            # The conclusion is rewritten to address the user ("their" -> "your"); the key is not.
+            raise ValueError(f"reflect {self.target!r}: key {self.key!r} names the user in the third person")
         if not _contains_words(_norm(self.conclusion), key):
             raise ValueError(f"reflect {self.target!r}: key {self.key!r} is not in the conclusion")
         for clue in self.clues:
@@ -141,6 +145,11 @@ class Kit(_Strict):
             spec = getattr(self, name)
             if len(spec.values) < n:
                 raise ValueError(f"{name}.values: at least {n} needed, got {len(spec.values)}")
+        for v in self.main.values:
+            # Update chains list main values side by side ("went A -> B"); a possessive inside one
+            # ("St Aldric's") reads to the scorer as naming another owner for the value after it.
+            if _POSSESSIVE.search(v):
+                raise ValueError(f"main.values: {v!r} holds a possessive; write it without one")
         own = {name: {_norm(v) for v in getattr(self, name).values} for name in need}
         names = list(need)
         for i, a in enumerate(names):
