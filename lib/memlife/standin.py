@@ -38,18 +38,23 @@ def instance_of(schema: dict, defs: dict | None = None, text: str = "unknown"):
     return {"string": text, "integer": 0, "number": 0.0, "boolean": True, "null": None}[t]
 
 
-_USER_TURN = re.compile(r'^- user turn (\d+): "(.*)"$', re.M)
+_FIXED_TURN = re.compile(r'^- (user|assistant) turn (\d+): "(.*)"$', re.M)
+_OPENER = re.compile(r'^The first user turn opens with: "(.*?)"', re.M)
 
 
 def generator_turns(prompt: str) -> list[str]:
-    """The 8 turns a capable generator writes for memlife's realizer prompt: each user turn the
-    prompt names carries its sentence verbatim, in ordinary surrounding speech."""
-    fixed = {int(n): sentence for n, sentence in _USER_TURN.findall(prompt)}
+    """The 8 turns a capable generator writes for memlife's realizer prompt: each turn the prompt
+    names carries its sentence verbatim, in ordinary surrounding speech."""
+    fixed = {(role, int(n)): sentence for role, n, sentence in _FIXED_TURN.findall(prompt)}
+    opener = _OPENER.search(prompt)
     turns = []
     for slot in range(1, 5):
-        sentence = fixed.get(slot, "")
-        turns.append(f"Hi again. {sentence} Could you help me plan the next few days around that?".replace("  ", " "))
-        turns.append("Sure. Here is a plan: errands on Monday, calls on Wednesday, and Friday kept free for you.")
+        greeting = opener.group(1) if opener and slot == 1 else "Hi again."
+        sentence = fixed.get(("user", slot), "")
+        turns.append(f"{greeting} {sentence} Could you help me plan the next few days around that?".replace("  ", " "))
+        echo = fixed.get(("assistant", slot), "")
+        turns.append(f"Sure. Here is a plan: errands on Monday, calls on Wednesday, and Friday kept free for you. {echo}"
+                     .strip())
     return turns
 
 
