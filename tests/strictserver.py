@@ -187,8 +187,8 @@ if __name__ == "__main__":  # standalone, for a dress rehearsal: prints its URL,
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     with StrictServer(window=a.window, report_window=not a.no_window_report, rpm=a.rpm) as srv:
-        print(srv.base_url, flush=True)
-        try:
+        try:  # the URL is printed inside, so a signal right after it still gets the counts
+            print(srv.base_url, flush=True)
             while True:
                 time.sleep(3600)
         finally:

@@ -97,8 +97,11 @@ def test_figures_return_figures():
     assert "paper 2,557" in fig4.axes[1].get_title() and "paper 60,821" in fig4.axes[2].get_title()
     comp = {"operations": pd.DataFrame({"op_type": ["remember"], "conversations": [1]}),
             "probes": pd.DataFrame({"probe_type": ["OperationTrace"], "probes": [1]}),
-            "distractors": pd.DataFrame({"tag": ["context_level"], "probes": [1]})}
+            "distractors": pd.DataFrame({"tag": ["context_level", "third_party"], "probes": [2, 1],
+                                         "in_figure_5c": [True, False]})}
     fig5 = figures.composition(comp)
     assert [ax.get_title() for ax in fig5.axes] == ["(a) operation types", "(b) probe types",
                                                     "(c) distractors and controls"]
+    assert [t.get_text() for t in fig5.axes[2].get_legend().get_texts()] == ["in the paper's 5(c)",
+                                                                             "also named in Section 3.3"]
     plt.close("all")

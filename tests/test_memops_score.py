@@ -1,9 +1,10 @@
 """The deterministic scorer on the issue's defects, the gold response on a whole smoke build,
 and `python -m memlife.memops score`.
 
-Hand-written replies are scored against the smoke build's move-house conversations (moving
-date March 21, later April 4; the flatmate's March 28; April 11 floated as a possibility; the
-storage unit gate code 3307 deleted; the new landlord Ms. Lindqvist kept).
+Hand-written replies are scored against the move-house topic's five conversations, planned at a
+seed that gives the values the replies name (moving date March 21, later April 4; the flatmate's
+March 28; April 11 floated as a possibility; the storage unit gate code 3307 deleted; the new
+landlord Ms. Lindqvist kept).
 """
 from __future__ import annotations
 
@@ -16,11 +17,16 @@ from pathlib import Path
 import pytest
 
 from memlife.memops import gates, metrics
+from memlife.memops import kits as K
+from memlife.memops import longctx
+from memlife.memops import plan as P
+from memlife.memops import realize as R
 from memlife.memops.build import build, params_for
 from memlife.memops.response import parse_response
-from memlife.memops.schema import Instance
+from memlife.memops.schema import OP_TYPES, Instance, dumps
 
 HERE = Path(__file__).parent
+MOVE_SEED = 9714  # the first seed at which the move kit draws the values above
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +38,25 @@ def smoke(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def move(smoke):
-    """probe_id -> (instance, probe) for the move-house conversations, checked to be that topic."""
-    _, instances = smoke
-    out = {p.probe_id: (i, p) for i in instances if i.topic_id == "T000" for p in i.probes}
-    assert out["T000-remember-p4"][1].answer_key.forbidden == ["march 28", "april 11"], "smoke plan changed"
-    assert out["T000-update-p3"][1].answer_key.required == ["april 4"], "smoke plan changed"
-    return out
+def move_build(tmp_path_factory):
+    """The move-house topic's five conversations, realized, embedded and written as a file."""
+    kit = next(k for k in K.load_kits() if k.key == "move")
+    topic = P._background(0, kit, MOVE_SEED)
+    assert (topic.main_values, topic.temp_value, topic.control_value, topic.owner) == (
+        ("March 21", "April 4", "April 11", "March 28"), "3307#", "Ms. Lindqvist", "my flatmate"), "move kit changed"
+    instances = [longctx.embed(R.template_instance(P.plan_conversation(topic, op, MOVE_SEED)), 3000, MOVE_SEED)
+                 for op in OP_TYPES]
+    assert all(gates.check(i) == [] for i in instances)
+    path = tmp_path_factory.mktemp("move") / "instances.jsonl"
+    path.write_text("".join(dumps(i) + "\n" for i in instances))
+    return path, instances
+
+
+@pytest.fixture(scope="module")
+def move(move_build):
+    """probe_id -> (instance, probe) for the move-house conversations."""
+    _, instances = move_build
+    return {p.probe_id: (i, p) for i in instances for p in i.probes}
 
 
 def _reply(answer, ops=(), prov=()):
@@ -174,10 +192,11 @@ def test_a_perfect_reply_reaches_operation_f1_one(move):
            for o in metrics.gold_operations(inst, probe)]
     every = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
              for o in inst.operations]
-    assert len(own) == 2 and len(every) == 4
+    assert len(own) == 2 and len(every) == 5
     assert label(move, "T000-trajectory-p3", "April 4.", own).op_f1 == 1.0
-    # the conversation's other operations (the gate code) are not what the question is about
-    assert label(move, "T000-trajectory-p3", "April 4.", every).op_f1 == pytest.approx(2 * 2 / 6)
+    # the conversation's other operations (the gate code, the reflection) are not what the question is
+    # about: precision 2/5, recall 2/2, F1 = 2 * 2 / (2 + 5)
+    assert label(move, "T000-trajectory-p3", "April 4.", every).op_f1 == pytest.approx(2 * 2 / 7)
 
 
 def test_quoting_the_question_back_is_not_provenance(smoke):
@@ -216,8 +235,8 @@ def _cli(*args):
                           capture_output=True, text=True)
 
 
-def test_score_file_and_cli_on_good_input(smoke, tmp_path):
-    path, instances = smoke
+def test_score_file_and_cli_on_good_input(move_build, tmp_path):
+    path, instances = move_build
     probes = {p.probe_id: (i, p) for i in instances for p in i.probes}
     rows = [{"id": "gold", "probe_id": "T000-update-p3",
              "response": metrics.gold_response(*probes["T000-update-p3"]).raw},
@@ -257,8 +276,8 @@ def test_score_file_and_cli_on_good_input(smoke, tmp_path):
     ([{"id": "a", "probe_id": "T000-update-p3", "response": {"answer": "x"}}], ":1: field response: must be"),
     (["[1, 2]"], ":1: expected a JSON object"),
 ])
-def test_score_cli_rejects_bad_input_naming_file_line_and_field(smoke, tmp_path, rows, expected):
-    path, _ = smoke
+def test_score_cli_rejects_bad_input_naming_file_line_and_field(move_build, tmp_path, rows, expected):
+    path, _ = move_build
     responses = _write(tmp_path / "responses.jsonl", rows)
     out = tmp_path / "labels.jsonl"
     with pytest.raises(metrics.ResponsesFileError, match=expected.split(":", 2)[-1].strip()[:20]):

@@ -57,10 +57,10 @@ def composition(comp: dict[str, pd.DataFrame]) -> plt.Figure:
     axes[0].set_title("(a) operation types")
     sns.barplot(data=comp["probes"], y="probe_type", x="probes", ax=axes[1], color=sns.color_palette()[1])
     axes[1].set_title("(b) probe types")
-    dis = comp["distractors"].assign(figure=lambda d: d["in_figure_5c"].map({True: "in the paper's 5(c)",
-                                                                            False: "also named in Section 3.3"}))
+    paper, more = "in the paper's 5(c)", "also named in Section 3.3"
+    dis = comp["distractors"].assign(figure=lambda d: d["in_figure_5c"].map({True: paper, False: more}))
     sns.barplot(data=dis, y="tag", x="probes", hue="figure", dodge=False, ax=axes[2],
-                palette=[sns.color_palette()[2], sns.color_palette()[7]])
+                palette={paper: sns.color_palette()[2], more: sns.color_palette()[7]})
     axes[2].set_title("(c) distractors and controls")
     axes[2].legend(fontsize=7)
     for ax in axes:
