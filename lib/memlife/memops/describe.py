@@ -73,13 +73,6 @@ def chained(inst: Instance, probe) -> bool:
     return len(turns) >= 2 and found and len(chain.inferences) >= 2
 
 
-def sessions_spanned(instances: list[Instance]) -> pd.DataFrame:
-    """Per probe: how many of the three sessions its gold provenance draws on (1-3)."""
-    return pd.DataFrame([{"instance_id": i.instance_id, "probe_type": p.probe_type,
-                          "sessions": len({s.segment for s in p.provenance})}
-                         for i in instances for p in i.probes])
-
-
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 

@@ -174,9 +174,6 @@ class Kit(_Strict):
         return self
 
 
-T, R = TargetSpec, ReflectSet
-
-
 class KitError(ValueError):
     pass
 
