@@ -1,8 +1,8 @@
 """Turn a conversation plan into dialogue: the offline template realizer and the LLM realizer.
 
 Both realizers produce the same thing: 3 segments x 8 turns, user first, assistant last, and
-for every planned event one user sentence that becomes the verbatim quote of the spans citing
-it. The template realizer draws from paraphrase banks with a per-conversation seeded RNG and
+for every planned user event one user sentence that becomes the verbatim quote of the spans
+citing it (an assistant echo is a sentence of the assistant's, never cited). The template realizer draws from paraphrase banks with a per-conversation seeded RNG and
 gives the assistant real task work (answers, a to-do list it keeps current, drafts). The LLM
 realizer writes the turns around the same fixed sentences through role "generator"; the gates
 then check both the same way.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from .plan import USER_SLOTS, ConversationPlan, Event, possessive, yours
-from .schema import OP_TYPES
 from .schema import (
+    OP_TYPES,
     AnswerKey,
     Distractor,
     Instance,
