@@ -422,7 +422,6 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
                                 tuple(dict.fromkeys(key_value(x) for x in forb)),
                                 tuple(dis), tuple(ops), multi, tuple(sources), tuple(inf)))
 
-    ev = {e.event_id: e for e in b.events}
     nbv, claimed = topic.neighbour_value, topic.claimed_value
     ntg = ("neighbouring_target", nbv, f"the user's {kit.neighbour.target}, a different detail")
     claim = ("third_party", claimed, f"{possessive(topic.claimant)} mistaken belief")
@@ -554,7 +553,7 @@ def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng
              f"Together they point the same way: {rf.conclusion}",
              f"They do not justify broader claims such as '{rf.unsupported[0]}'."))
     else:
-        _trajectory_probes(b, topic, variant, add, ev)
+        _trajectory_probes(b, topic, variant, add, ntg)
     return probes
 
 
@@ -570,7 +569,7 @@ def _describe(o: OpPlan, forgotten: set[str]) -> str:
     return f"your remarks about your {o.target} added up to a conclusion"
 
 
-def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ev) -> None:
+def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ntg) -> None:
     kit, (v1, v2, v3, _) = topic.kit, topic.main_values
     m, tmp = kit.main, kit.temp
     main_ops = [o for o in b.ops if o.target == m.target]
@@ -606,7 +605,6 @@ def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ev) -> None
         (f"The first statement set the {m.target} to {v1}.",
          f"The first correction replaced {v1} with {first_up.new_value}.",
          "That correction is the boundary the question asks about."))
-    ntg = ("neighbouring_target", topic.neighbour_value, f"the user's {kit.neighbour.target}, a different detail")
     add("StateTransition", f"What is my {m.target} at this point?",
         f"{final}." + (" Earlier values are out of date." if len(chain) > 1 else ""),
         _spans(b, *(o.op_id for o in main_ops)), (final,), tuple(chain[:-1]) + forb_forgot + (topic.neighbour_value,),
