@@ -301,3 +301,19 @@ def test_every_seed_gives_instances_that_pass_every_gate(seed, n_topics, attempt
 @given(st.text(max_size=40))
 def test_normalize_value_is_idempotent(text):
     assert normalize_value(normalize_value(text)) == normalize_value(text)
+
+
+def test_a_distractor_the_dialogue_never_says_is_refused():
+    from memlife.memops import plan as P
+    from memlife.memops import realize as R
+
+    cps = P.plan(P.PlanParams(n_topics=1, seed=0))
+    insts = [R.template_instance(cp) for cp in cps]
+    assert all(G.gate_distractors_spoken(i) == [] for i in insts)  # every planned candidate is said
+    inst = next(i for i in insts if i.op_type == "update").model_copy(deep=True)
+    probe = next(p for p in inst.probes if any(d.tag == "third_party" for d in p.distractors))
+    claim = next(d for d in probe.distractors if d.tag == "third_party")
+    claim.value = "a value nobody mentioned"
+    [failure] = G.gate_distractors_spoken(inst)
+    assert failure.gate == "distractor_unspoken"
+    assert f"probe {probe.probe_id}: third_party candidate 'a value nobody mentioned'" in failure.reason

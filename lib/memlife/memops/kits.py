@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import sys
-import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .schema import CATEGORIES
+from .schema import normalize_value as _norm  # the normalization answer keys use
 
 TOPICS_DIR = Path(__file__).with_name("topics")
 
@@ -34,12 +34,7 @@ NAMES = (
     "Elena", "Ravi", "Hannah", "Mateo", "Chloe", "Femi", "Ingrid", "Leo", "Nadia", "Sam",
 )
 
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
 _POSSESSIVE = re.compile(r"\w['’]s\b|\ws['’](?!\w)")  # "Jo's", "Weavers'", not "O'Connor"
-
-
-def _norm(text: str) -> str:
-    return _NON_ALNUM.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
 def _contains_words(haystack: str, needle: str) -> bool:
