@@ -317,3 +317,8 @@ def test_a_distractor_the_dialogue_never_says_is_refused():
     [failure] = G.gate_distractors_spoken(inst)
     assert failure.gate == "distractor_unspoken"
     assert f"probe {probe.probe_id}: third_party candidate 'a value nobody mentioned'" in failure.reason
+
+
+def test_a_one_word_tag_is_an_ordinary_word_but_a_compound_tag_is_a_label():
+    assert G.leaked_labels("Nothing is fixed yet, it's all tentative.") == []
+    assert G.leaked_labels("That was an assistant_echo, ignore it.") == ["assistant_echo"]

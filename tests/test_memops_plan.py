@@ -155,6 +155,6 @@ def test_a_topics_conversations_open_differently():
     cps = P.plan(P.PlanParams(n_topics=6, seed=0))
     by_topic = {}
     for cp in cps:
-        by_topic.setdefault(cp.topic.index, []).append(R.opening_line(cp))
+        by_topic.setdefault(cp.topic.index, []).append(R.kit_opener(cp))
     for lines in by_topic.values():
         assert len(set(lines)) == len(lines) == 5

@@ -89,8 +89,9 @@ def opening_line(inst: Instance) -> str:
 
 def shared_openings(instances: list[Instance]) -> float:
     """Share of conversations whose opening line is also another conversation's."""
-    counts = Counter(opening_line(i) for i in instances)
-    return sum(counts[opening_line(i)] > 1 for i in instances) / len(instances) if instances else 0.0
+    lines = [opening_line(i) for i in instances]
+    counts = Counter(lines)
+    return sum(counts[line] > 1 for line in lines) / len(lines) if lines else 0.0
 
 
 def _trigrams(inst: Instance) -> frozenset[tuple[str, str, str]]:

@@ -269,7 +269,7 @@ class _TaskState:
     used_items: set[tuple[int, str]]
 
 
-def opening_line(cp: ConversationPlan, attempt: int = 0) -> str:
+def kit_opener(cp: ConversationPlan, attempt: int = 0) -> str:
     """The kit's opening line for this conversation: the five conversations of a topic never share one.
 
     Each topic draws a fixed order of its kit's openers; a conversation takes the one at its
@@ -356,7 +356,7 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
             user_parts: list[str] = []
             asst_parts: list[str] = []
             if slot == 0 and seg == 0:
-                user_parts += [opening_line(cp, attempt),
+                user_parts += [kit_opener(cp, attempt),
                                _fill(rng.choice(SETTING_LINE), setting=cp.topic.background.setting)]
             elif slot == 0:
                 user_parts.append(rng.choice(OPEN_AGAIN))
@@ -418,7 +418,7 @@ def _llm_prompt(cp: ConversationPlan, seg: int, feedback: str) -> str:
         if e.segment == seg:
             lines.append(f"- {e.speaker} turn {e.slot + 1}: \"{fixed[e.event_id]}\"")
     if seg == 0:
-        lines.append(f"The first user turn opens with: \"{opening_line(cp)}\" and says that the user is "
+        lines.append(f"The first user turn opens with: \"{kit_opener(cp)}\" and says that the user is "
                      f"{cp.topic.background.setting}.")
     if seg > 0:
         lines.append("This is a later session of the same conversation; the user greets briefly.")
