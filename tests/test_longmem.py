@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+import longmem_templates
 from memlife import longmem, units
 
 TINY = Path(__file__).parent / "data" / "longmemeval_s_tiny.json"
@@ -11,7 +12,8 @@ TINY = Path(__file__).parent / "data" / "longmemeval_s_tiny.json"
 
 @pytest.fixture(scope="module")
 def built():
-    return longmem.build(n_questions=7, history_tokens=1200, seed=3)
+    """The tests' tiny synthetic builder (tests/longmem_templates.py), not the project's data."""
+    return longmem_templates.build(n_questions=7, history_tokens=1200, seed=3)
 
 
 def _errors(records):
@@ -39,11 +41,11 @@ def test_builder_output_is_valid_and_loads(built, tmp_path):
 
 
 def test_builder_is_deterministic_per_seed(built, tmp_path):
-    again = longmem.build(n_questions=7, history_tokens=1200, seed=3)
+    again = longmem_templates.build(n_questions=7, history_tokens=1200, seed=3)
     a = longmem.write(built, tmp_path / "a.json").read_bytes()
     b = longmem.write(again, tmp_path / "b.json").read_bytes()
     assert a == b
-    other = longmem.build(n_questions=7, history_tokens=1200, seed=4)
+    other = longmem_templates.build(n_questions=7, history_tokens=1200, seed=4)
     assert other != built
 
 

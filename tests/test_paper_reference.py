@@ -5,7 +5,7 @@ from memlife import paper_reference as pr
 from paper_text import excerpt, lines_missing_from_full_text
 
 # tests/data/papers/001_27ccb21e463f18b5.excerpt.txt: the restore paper's lines that hold the quotes.
-EXCERPT_SHA256 = "292e93661eba60b705dc9531cbf4c8b7a892cb79f89a01005b72cc6c31505d15"
+EXCERPT_SHA256 = "bd641be25c7d01cc8fa1f808fff745f0a6839c5fa4baa8b40690b0c82d1772ea"
 
 
 def _excerpt() -> list[str]:
@@ -21,8 +21,8 @@ def test_every_quote_is_in_the_paper_and_prints_its_value():
     for f in pr.RESTORE_FIGURES:
         assert _normalized(f.quote) in text, f"quote not in paper: {f.quote!r}"
         assert f.printed in f.quote, f"{f.key}: {f.printed!r} not in its quote"
-        printed = f.printed.rstrip("%")
-        value = float(printed) / (100 if f.printed.endswith("%") else 1)
+        printed = f.printed.rstrip("%k")
+        value = float(printed) / (100 if f.printed.endswith("%") else 1) * (1000 if f.printed.endswith("k") else 1)
         assert value == pytest.approx(f.value), f.key
 
 

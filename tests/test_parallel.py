@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import longmem_templates
 from memlife import evict, longmem, parallel, units
 from memlife.restore import arms, controls, pipeline
 from memlife.units import Unit
@@ -59,7 +60,7 @@ def test_the_grid_is_evict_grid_then_plan_grid(small):
 
 
 def test_evict_grid_with_importance_scores_is_the_same_over_workers():
-    qs = [longmem.to_question(r) for r in longmem.build(4, 800, seed=3)]
+    qs = [longmem.to_question(r) for r in longmem_templates.build(4, 800, seed=3)]
     hist = {q.question_id: units.units_of(q) for q in qs}
     imp = {u.text: float(hashlib.sha256(u.text.encode()).digest()[0] % 10 + 1) for us in hist.values() for u in us}
     serial = evict.evict_grid(hist, evict.POLICIES, [100, 400], [0, 1], imp)
@@ -135,7 +136,7 @@ def test_redundancy_is_the_reference_policy(turns, budget):
 
 
 def test_redundancy_is_the_reference_policy_on_a_built_history():
-    q = longmem.to_question(longmem.build(1, 6000, seed=2)[0])
+    q = longmem.to_question(longmem_templates.build(1, 6000, seed=2)[0])
     us = units.units_of(q)
     S = evict.tfidf_similarity(us)
     assert np.array_equal(S, _tfidf_reference(us))

@@ -17,13 +17,13 @@ def paper() -> dict:
 
 def test_a_fraction_of_the_paper_profile_scales_items_and_keeps_every_per_item_size():
     cfg = paper()
-    scaled, changes = rehearse.scale_profile(cfg, 0.01, real_data_present=False)
+    scaled, changes = rehearse.scale_profile(cfg, 0.01)
     nbs, before = scaled["notebooks"], cfg["notebooks"]
     assert nbs["10_memops_build"]["max_conversations"] == 5  # ceil(403 / 100)
     assert nbs["12_memops_eval"]["max_instances"] == 5
     assert nbs["20_longmem_data"]["n_questions"] == 5  # ceil(470 / 100)
     assert nbs["22_read_restore"]["judge_audit_items"] == 4  # ceil(396 / 100)
-    assert {nbs[n]["source"] for n in ("20_longmem_data", "21_eviction", "22_read_restore")} == {"built"}
+    assert {nbs[n]["source"] for n in ("20_longmem_data", "21_eviction", "22_read_restore")} == {"auto"}
     for nb, key in [("10_memops_build", "n_topics"), ("10_memops_build", "longctx_tokens"),
                     ("20_longmem_data", "history_tokens"), ("21_eviction", "budgets"), ("21_eviction", "seeds"),
                     ("22_read_restore", "k"), ("22_read_restore", "restore_cap"),
@@ -32,33 +32,29 @@ def test_a_fraction_of_the_paper_profile_scales_items_and_keeps_every_per_item_s
     assert scaled["models"] == cfg["models"] and scaled["tracks"] == cfg["tracks"]
     assert cfg["notebooks"]["10_memops_build"]["max_conversations"] == 403  # the input is not changed
     assert "10_memops_build.max_conversations: 403 -> 5" in changes
-    assert "20_longmem_data.source: 'real' -> 'built'" in changes
+    assert not any("source" in c for c in changes)  # a stratified sample of whichever file is there
 
 
-def test_the_whole_profile_is_unchanged_when_the_real_file_is_there_and_built_when_it_is_not():
+def test_the_whole_profile_is_unchanged():
     cfg = paper()
-    assert rehearse.scale_profile(cfg, 1.0, real_data_present=True) == (cfg, [])
-    scaled, changes = rehearse.scale_profile(cfg, 1.0, real_data_present=False)
-    assert scaled["notebooks"]["20_longmem_data"]["n_questions"] == 470
-    assert scaled["notebooks"]["22_read_restore"]["source"] == "built"
-    assert len(changes) == 3
+    assert rehearse.scale_profile(cfg, 1.0) == (cfg, [])
 
 
 @pytest.mark.parametrize("fraction", [0, -0.5, 1.5])
 def test_a_fraction_outside_zero_to_one_is_refused(fraction):
     with pytest.raises(ValueError, match="fraction"):
-        rehearse.scale_profile(paper(), fraction, real_data_present=False)
+        rehearse.scale_profile(paper(), fraction)
 
 
 def test_a_system_left_out_is_said():
-    scaled, changes = rehearse.scale_profile(paper(), 0.01, real_data_present=False, without=("temp_lora",))
+    scaled, changes = rehearse.scale_profile(paper(), 0.01, without=("temp_lora",))
     assert scaled["notebooks"]["12_memops_eval"]["systems"] == ["long_context", "bm25_turn", "bm25_session", "mem0",
                                                                 "memos"]
     assert any(c.startswith("12_memops_eval.systems:") for c in changes)
 
 
 def test_a_small_fraction_keeps_one_conversation_per_operation_type():
-    scaled, _ = rehearse.scale_profile(paper(), 0.005, real_data_present=False)
+    scaled, _ = rehearse.scale_profile(paper(), 0.005)
     assert scaled["notebooks"]["10_memops_build"]["max_conversations"] == 5  # not ceil(403 / 200) = 3
     assert scaled["notebooks"]["20_longmem_data"]["n_questions"] == 3
 

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import longmem_templates
 from memlife import evict, longmem, retrieve, tokens, units
 from memlife.restore import arms, prompts
 
@@ -26,7 +27,7 @@ def test_prompts_are_pinned():
 
 @pytest.fixture(scope="module")
 def dataset():
-    recs = longmem.build(n_questions=6, history_tokens=1500, seed=5)
+    recs = longmem_templates.build(n_questions=6, history_tokens=1500, seed=5)
     qs = [longmem.to_question(r) for r in recs]
     return qs, {q.question_id: units.units_of(q) for q in qs}
 

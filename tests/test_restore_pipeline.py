@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import longmem_templates
 from memlife import evict, longmem, units
 from memlife import subjects as ref
 from memlife.restore import analyses, arms, decompose
@@ -45,7 +46,7 @@ class FickleTestReader(SubjectReader):
 def smoke_grid():
     """Questions, their units and every policy's evictions at smoke size: what both this file and
     test_restore_ablations read from."""
-    qs = [longmem.to_question(r) for r in longmem.build(N_QUESTIONS, HISTORY_TOKENS, seed=5)]
+    qs = [longmem.to_question(r) for r in longmem_templates.build(N_QUESTIONS, HISTORY_TOKENS, seed=5)]
     hist = {q.question_id: units.units_of(q) for q in qs}
     # Model-free importance scores: a fixed hash of the text (the policy never sees gold labels).
     importance = {u.text: float(hashlib.sha256(u.text.encode()).digest()[0] % 10 + 1)

@@ -1,7 +1,9 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from memlife import retrieve
+import numpy as np
+
+from memlife import retrieve, units
 from memlife.units import Unit
 
 
@@ -99,3 +101,35 @@ def test_render_is_chronological_without_session_ids():
     text = retrieve.render([a, b])
     assert text == "[2023/01/01 (Sun) 10:00] assistant: earlier\n[2023/02/01 (Wed) 10:00] user: later turn"
     assert "answer_x" not in text and "chitchat_y" not in text
+
+
+def test_subset_scores_are_bm25s_scores_of_an_index_of_the_subset():
+    """The per-history index scores a subset as bm25s's index of that subset alone would (IDF and
+    mean length over the subset), here on real LongMemEval turns, for many random subsets."""
+    import random
+
+    from memlife import longmem
+
+    rec = longmem.build_records("reconstructed", n_questions=2, history_tokens=20_000, seed=0)[1]
+    q = longmem.to_question(rec)
+    us = units.units_of(q)
+    toks = retrieve.tokenize([u.text for u in us])
+    index = retrieve.history_index(toks)
+    query = retrieve.tokenize([q.question])[0]
+    rng = random.Random(7)
+    for _ in range(30):
+        rows = sorted(rng.sample(range(len(us)), rng.randint(1, len(us))))
+        ours = retrieve.subset_scores(index, rows, query)
+        theirs = retrieve.bm25_scores([toks[i] for i in rows], query)
+        assert np.allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+        assert (ours > 0).any() == (theirs > 0).any()
+    assert retrieve.subset_scores(index, [], query).size == 0
+    assert not retrieve.subset_scores(index, [0, 1], ["zzzunseen"]).any()
+
+
+def test_subset_scores_by_hand():
+    # two docs: "cat cat dog" and "dog"; query "cat": df=1, N=2, idf = ln(1 + 1.5/1.5) = ln 2;
+    # doc 0: tf=2, dl=3, avgdl=2 -> 2 / (2 + 1.5 * (0.25 + 0.75 * 1.5)) = 2 / 4.0625
+    index = retrieve.history_index([["cat", "cat", "dog"], ["dog"]])
+    s = retrieve.subset_scores(index, [0, 1], ["cat"])
+    assert s[0] == pytest.approx(np.log(2) * 2 / 4.0625) and s[1] == 0

@@ -8,9 +8,9 @@ README's variables alone.
 
 `--fraction F` runs the profile on F of its questions and conversations (rounded up) and leaves
 every per-item size as it is: history lengths, budgets, k, the restore cap, seeds, models, token
-budgets. Where a profile reads the real LongMemEval-S file and it is not on disk, the rehearsal
-builds LongMemEval-format questions of the same history length instead (`source: built`). The
-model-free controls (14, 25) check coverage over at least `min_clusters` clusters, which a small
+budgets. The restore questions are a sample stratified by type, as any profile's smaller
+selection is (`memlife.reconstruct.select`), from the real S file where it is on disk and the
+reconstruction otherwise (`source: auto`). The model-free controls (14, 25) check coverage over at least `min_clusters` clusters, which a small
 fraction does not have, so a scaled rehearsal leaves them out; they make no model call.
 
 Prints, per notebook and role, the estimate's calls and prompt tokens against what
@@ -37,15 +37,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from memlife import estimate, longmem, paths  # noqa: E402
+from memlife import estimate, paths  # noqa: E402
 
 # What a fraction scales: the number of items each notebook works through. Everything per item stays.
 CONTROLS = ("14_memops_controls", "25_restore_controls")
 PAPER_TOPIC_OPERATIONS = 5  # conversations planned per topic (one per operation type)
 
 
-def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool,
-                  without: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
+def scale_profile(cfg: dict, fraction: float, *, without: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
     """The profile `cfg` at `fraction` of its items, and a line per change saying what changed;
     `without`: MemOps systems left out of notebook 12."""
     if not 0 < fraction <= 1:
@@ -73,12 +72,6 @@ def scale_profile(cfg: dict, fraction: float, *, real_data_present: bool,
             set_("12_memops_eval", "max_instances", conversations)
     if without and "12_memops_eval" in nbs:
         set_("12_memops_eval", "systems", [x for x in nbs["12_memops_eval"]["systems"] if x not in without])
-    # A fraction of the real file is not a LongMemEval-S subset the notebooks know how to take, and
-    # the file cannot be had everywhere: questions of its history length are built instead.
-    restore = [nb for nb in ("20_longmem_data", "21_eviction", "22_read_restore") if nb in nbs]
-    if any(nbs[nb].get("source") == "real" for nb in restore) and (fraction < 1 or not real_data_present):
-        for nb in restore:
-            set_(nb, "source", "built")
     if "20_longmem_data" in nbs and fraction < 1:
         set_("20_longmem_data", "n_questions", at(nbs["20_longmem_data"]["n_questions"]))
         if "22_read_restore" in nbs:
@@ -98,8 +91,7 @@ def rehearsal_root(profile: str, fraction: float, without: tuple[str, ...] = ())
             (base / rel).parent.mkdir(parents=True, exist_ok=True)
             (base / rel).symlink_to(src.resolve(), target_is_directory=src.is_dir())
     cfg = yaml.safe_load((ROOT / "configs" / f"{profile}.yaml").read_text())
-    scaled, changes = scale_profile(cfg, fraction, real_data_present=(ROOT / longmem.LONGMEMEVAL_S_RELPATH).is_file(),
-                                    without=without)
+    scaled, changes = scale_profile(cfg, fraction, without=without)
     (base / "configs" / f"{profile}.yaml").write_text(
         f"# {profile} at fraction {fraction} for a dress rehearsal (tools/rehearse.py)\n"
         + yaml.safe_dump(scaled, sort_keys=False))

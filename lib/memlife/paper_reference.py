@@ -118,7 +118,12 @@ _R1_IMP = "whereas LLM-importance is 0.60 with a confidence interval spanning 0.
 _R1_8K = "1.00 is the irreversible share at 8k for all four eviction policies"
 _R1_FG = "1.00 is the forced-gold two-bin share across all 12 evicting/control cells"
 
+_DATA = ("LongMemEval-S contains approximately 102k-token multi-session histories, 470 evidence-labeled "
+         "questions, and excludes abstention questions.")
+
 RESTORE_FIGURES: tuple[PaperFigure, ...] = (
+    PaperFigure("data_questions", 470, "4 (Data)", _DATA, "470"),
+    PaperFigure("data_history_tokens", 102_000, "4 (Data)", _DATA, "102k"),
     PaperFigure("two_bin_share", 0.71, "5.1 (R1)", _R1, "0.71", evict.FIFO, 80000, "topk"),
     PaperFigure("two_bin_share", 0.73, "5.1 (R1)", _R1, "0.73", evict.RANDOM, 80000, "topk"),
     PaperFigure("two_bin_share", 0.67, "5.1 (R1)", _R1, "0.67", evict.REDUNDANCY, 80000, "topk"),

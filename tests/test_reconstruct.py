@@ -1,0 +1,155 @@
+"""The LongMemEval-S reconstruction from the genuine oracle file (memlife.reconstruct)."""
+import json
+from collections import Counter
+
+import pytest
+
+from memlife import longmem, reconstruct, units
+
+PAPER_TYPES = {"temporal-reasoning": 127, "multi-session": 121, "knowledge-update": 72,
+               "single-session-user": 64, "single-session-assistant": 56, "single-session-preference": 30}
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return reconstruct.read_oracle()
+
+
+@pytest.fixture(scope="module")
+def full(oracle):
+    """All 470 questions at LongMemEval-S's length, as notebook 25 and the paper profile build them."""
+    return reconstruct.reconstruct(oracle, n_questions=None, history_tokens=102_000, seed=0)
+
+
+def _own_sessions(rec):
+    return dict(zip(rec["haystack_session_ids"], zip(rec["haystack_dates"], rec["haystack_sessions"])))
+
+
+def test_the_oracle_file_is_found_without_importing_its_package_and_pinned():
+    import sys
+
+    path = longmem.oracle_path()
+    assert path.stat().st_size == longmem.ORACLE_BYTES
+    assert longmem.file_sha256(path) == longmem.ORACLE_SHA256
+    assert longmem.ORACLE_PACKAGE not in sys.modules
+
+
+def test_a_changed_oracle_file_is_refused(tmp_path):
+    bad = tmp_path / "oracle.json"
+    bad.write_text("[]")
+    with pytest.raises(longmem.LongMemEvalError, match="differs from the pinned"):
+        reconstruct.read_oracle(bad)
+
+
+def test_the_470_questions_and_their_evidence_are_the_oracle_files(oracle, full):
+    by_id = {r["question_id"]: r for r in oracle}
+    expected = [r["question_id"] for r in oracle if not r["question_id"].endswith("_abs")]
+    assert [r["question_id"] for r in full] == expected and len(full) == 470
+    for r in full:
+        o = by_id[r["question_id"]]
+        for f in ("question_type", "question", "answer", "question_date", "answer_session_ids"):
+            assert r[f] == o[f], (r["question_id"], f)
+        ours = _own_sessions(r)
+        for sid, date, sess in zip(o["haystack_session_ids"], o["haystack_dates"], o["haystack_sessions"]):
+            assert ours[sid] == (date, sess), (r["question_id"], sid)  # turns, has_answer and real date
+    assert Counter(r["question_type"] for r in full) == PAPER_TYPES
+
+
+def test_the_histories_look_like_longmemeval_s(full):
+    s = longmem.stats(full)
+    assert 92_000 <= s["history_tokens"]["median"] <= 112_000
+    assert s["history_tokens"]["max"] <= 102_000  # whole sessions, never over the target
+    # gold sits anywhere in a history, as LongMemEval's uniform placement puts it
+    assert s["gold_position_quantile"]["ks_statistic"] <= 0.1
+    assert 0.4 <= s["gold_position_quantile"]["median"] <= 0.6
+    assert s["questions_per_type"] == PAPER_TYPES
+    # FIFO at an 8k-of-102k budget must be able to lose gold: some sits in the oldest fifth
+    positions = [p for r in full for p in longmem.gold_positions(longmem.to_question(r))]
+    assert sum(p < 0.2 for p in positions) > 0.1 * len(positions)
+
+
+def test_filler_is_other_questions_sessions_with_has_answer_cleared(oracle, full):
+    pool = reconstruct.session_pool(oracle)
+    for r in full[::7]:
+        own = set(r["answer_session_ids"])
+        own_turns = {pool[s].turns for s in own}
+        phrases = reconstruct.answer_phrases(r["answer"])
+        for sid, sess in zip(r["haystack_session_ids"], r["haystack_sessions"]):
+            if sid in own:
+                continue
+            assert sid in pool and pool[sid].turns not in own_turns
+            assert [(t["role"], t["content"]) for t in sess] == list(pool[sid].turns)
+            assert not any("has_answer" in t for t in sess)
+            assert not reconstruct.states_answer(pool[sid], phrases), (r["question_id"], sid)
+        assert len(set(r["haystack_session_ids"])) == len(r["haystack_session_ids"])
+
+
+def test_histories_are_chronological_and_keep_the_evidence_order(full):
+    for r in full[::5]:
+        q = longmem.to_question(r)
+        dates = [longmem.parse_date(d) for d in r["haystack_dates"]]
+        assert dates == sorted(dates), r["question_id"]
+        # units (ordered by date, then haystack position) follow the haystack's order
+        us = units.units_of(q)
+        assert [u.session_id for u in us] == [s for s, sess in zip(r["haystack_session_ids"], r["haystack_sessions"])
+                                              for _ in sess]
+
+
+def test_a_history_depends_only_on_its_question_length_and_seed(oracle, full):
+    sample = reconstruct.reconstruct(oracle, n_questions=12, history_tokens=102_000, seed=0)
+    by_id = {r["question_id"]: r for r in full}
+    assert all(r == by_id[r["question_id"]] for r in sample)
+    again = reconstruct.reconstruct(oracle, n_questions=12, history_tokens=102_000, seed=0)
+    assert json.dumps(again) == json.dumps(sample)  # byte-identical
+    other = reconstruct.reconstruct(oracle, n_questions=12, history_tokens=102_000, seed=1)
+    assert [r["haystack_session_ids"] for r in other] != [r["haystack_session_ids"] for r in sample]
+
+
+def test_whole_sessions_up_to_the_target_or_the_evidence_alone(oracle):
+    recs = reconstruct.reconstruct(oracle, n_questions=30, history_tokens=8_000, seed=0)
+    pool = reconstruct.session_pool(oracle)
+    for r in recs:
+        total = sum(pool[s].tokens for s in r["haystack_session_ids"])
+        evidence = sum(pool[s].tokens for s in r["answer_session_ids"])
+        assert total <= max(8_000, evidence)
+        if evidence >= 8_000:
+            assert r["haystack_session_ids"] == sorted(r["haystack_session_ids"], key=r["haystack_session_ids"].index)
+            assert set(r["haystack_session_ids"]) == set(r["answer_session_ids"])
+
+
+def test_a_sample_is_stratified_by_type(oracle):
+    six = reconstruct.select(oracle, 6, seed=0)
+    assert sorted(r["question_type"] for r in six) == sorted(longmem.QUESTION_TYPES)
+    fifty = Counter(r["question_type"] for r in reconstruct.select(oracle, 47, seed=0))
+    # a tenth of each type, by largest remainder: 12.7, 12.1, 7.2, 6.4, 5.6, 3.0
+    assert fifty == {"temporal-reasoning": 13, "multi-session": 12, "knowledge-update": 7,
+                     "single-session-user": 6, "single-session-assistant": 6, "single-session-preference": 3}
+    assert reconstruct.select(oracle, 6, seed=0) == six
+    assert reconstruct.select(oracle, 6, seed=1) != six
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    ("GPS system not functioning correctly", [" gps system not functioning correctly "]),
+    ("3", []),  # a count occurs in any chat: it excludes nothing
+    ("four", []),
+    ("bike", [" bike "]),
+    ("car", []),  # a word under four characters is not distinctive
+    (400000, [" 400000 "]),
+    ("$400,000", [" $400,000 "]),
+    ("25 minutes and 50 seconds (or 25:50)",
+     [" 25 50 ", " 25 minutes and 50 seconds ", " 25 minutes and 50 seconds or 25 50 "]),
+    ("The user would prefer responses that suggest resources specifically tailored to Adobe Premiere Pro, "
+     "especially those that delve into its advanced settings.", []),
+])
+def test_answer_phrases(answer, phrases):
+    assert reconstruct.answer_phrases(answer) == phrases
+
+
+def test_the_build_and_stats_commands(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "smoke.json"
+    assert longmem.main(["build", "--profile", "smoke", "--out", str(out)]) == 0
+    assert longmem.main(["validate", str(out)]) == 0
+    capsys.readouterr()
+    assert longmem.main(["stats", str(out)]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["questions"] == 1 and set(s["gold_position_quantile"]) == {"median", "ks_statistic", "ks_pvalue"}
