@@ -447,16 +447,21 @@ def _paper_budget_map(budgets) -> dict:
     return {b: paper_reference.paper_budget(b, budgets) for b in budgets}
 
 
+def paper_two_bin_shares() -> pd.DataFrame:
+    """The paper's two-bin shares (R1) by policy, paper budget and regime, to merge beside ours."""
+    ref = paper_reference.figures("two_bin_share")
+    return ref[["policy", "budget", "regime", "value"]].rename(
+        columns={"budget": "paper_budget", "value": "paper_two_bin_share"})
+
+
 def table1(r1: pd.DataFrame, reader: str, judge: str) -> pd.DataFrame:
     """Appendix B Table 1: headline per-cell counts under top-k for one reader and judge, with the
     two-bin share's interval and the paper's value for the matching paper budget (by rank)."""
     t = r1[(r1["regime"] == "topk") & (r1["reader"] == reader) & (r1["judge"] == judge)].copy()
     pb = _paper_budget_map(t["budget"])
     t["paper_budget"] = t["budget"].map(lambda b: pb[int(b)]).astype("Int64")
-    ref = paper_reference.figures("two_bin_share")
-    ref = ref[ref["regime"] == "topk"][["policy", "budget", "value"]].rename(
-        columns={"budget": "paper_budget", "value": "paper_two_bin_share"})
-    t = t.merge(ref, on=["policy", "paper_budget"], how="left")
+    ref = paper_two_bin_shares()
+    t = t.merge(ref[ref["regime"] == "topk"].drop(columns="regime"), on=["policy", "paper_budget"], how="left")
     cols = ["policy", "budget", "paper_budget", "n_observations", "n_oracle_answerable", "n_errors",
             "irreversible", "recoverable", "residual", "two_bin_share", "two_bin_share_low",
             "two_bin_share_high", "paper_two_bin_share", "accuracy"]

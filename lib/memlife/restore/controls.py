@@ -397,7 +397,8 @@ def read_index(d: Design, question_ids: Sequence[str], prompts_: Sequence[str]) 
 def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level: float = 0.95) -> pd.DataFrame:
     """The decomposition per cell with question-clustered intervals (`analyses.shares`), plus the
     recoverable rate (recoverable errors per oracle-answerable observation) and each budget's
-    paper counterpart. Read with the evidence-oracle, every observation is oracle-answerable and
+    paper counterpart, with the paper's two-bin share for that cell where the paper reports one
+    (GPT-4o-mini's, beside a perfect reader's here). Read with the evidence-oracle, every observation is oracle-answerable and
     no error is residual, so accuracy is the evidence availability, the irreversible rate the share
     of observations whose gold eviction destroyed, and the recoverable rate the share whose gold
     survived but retrieval left out: what eviction and retrieval alone cost."""
@@ -415,25 +416,30 @@ def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level:
     budgets = sorted({int(b) for b in out["budget"]})
     out.insert(2, "paper_budget", [paper_reference.paper_budget(int(b), budgets) for b in out["budget"]])
     out["paper_budget"] = out["paper_budget"].astype("Int64")
+    out = out.merge(analyses.paper_two_bin_shares(), on=["policy", "paper_budget", "regime"], how="left")
     cols = ["policy", "budget", "paper_budget", "regime", "reader", "n_observations", "n_oracle_answerable",
             "n_errors", "irreversible", "recoverable", "residual",
             "accuracy", "accuracy_low", "accuracy_high",
             "irreversible_rate", "irreversible_rate_low", "irreversible_rate_high",
             "recoverable_rate", "recoverable_rate_low", "recoverable_rate_high",
-            "two_bin_share", "two_bin_share_low", "two_bin_share_high"]
+            "two_bin_share", "two_bin_share_low", "two_bin_share_high", "paper_two_bin_share"]
     return out[cols].reset_index(drop=True)
 
 
 def cost_figure(table: pd.DataFrame):
-    """Stacked bars per policy @ budget: irreversible rate (gold destroyed) and recoverable rate
-    (gold kept, not retrieved), each with its interval; one panel per retrieval regime."""
+    """Top row: stacked bars per policy @ budget of the irreversible rate (gold destroyed) and the
+    recoverable rate (gold kept, not retrieved), each with its interval. Bottom row: the two-bin
+    share with its interval, and the paper's value for the cell where it reports one. One column
+    per retrieval regime."""
     import matplotlib.pyplot as plt
 
     from memlife.restore.figures import BIN_COLORS
 
     regimes = [r for r in ("topk", "forced_gold") if r in set(table["regime"])]
-    fig, axes = plt.subplots(1, len(regimes), figsize=(6.2 * len(regimes), 3.8), sharey=True, squeeze=False)
-    for ax, regime in zip(axes[0], regimes):
+    fig, axes = plt.subplots(2, len(regimes), figsize=(6.2 * len(regimes), 6.6), sharey="row", squeeze=False,
+                             gridspec_kw={"height_ratios": [1.4, 1]})
+    for col, regime in enumerate(regimes):
+        ax, ax2 = axes[0][col], axes[1][col]
         g = table[table["regime"] == regime].reset_index(drop=True)
         x = np.arange(len(g))
         irr, rec = g["irreversible_rate"].to_numpy(float), g["recoverable_rate"].to_numpy(float)
@@ -445,13 +451,23 @@ def cost_figure(table: pd.DataFrame):
         err = 1 - g["accuracy"].to_numpy(float)
         ax.errorbar(x, err, yerr=[err - (1 - g["accuracy_high"]), (1 - g["accuracy_low"]) - err],
                     fmt="none", ecolor="dimgray", capsize=2, lw=0.8)
-        labels = [f"{p} @ {int(b):,}" + (f" ({int(pb) // 1000}k)" if pd.notna(pb) else "")
-                  for p, b, pb in zip(g["policy"], g["budget"], g["paper_budget"])]
-        ax.set_xticks(x, labels, fontsize=7, rotation=45, ha="right")
+        ax.set_xticks(x, [])
         ax.set_ylim(0, 1.25)  # room above the control's bars for the legend
         ax.set_title(f"{'top-k' if regime == 'topk' else 'forced-gold'} retrieval", fontsize=10)
+        share = g["two_bin_share"].to_numpy(float)
+        ax2.errorbar(x, share, yerr=[share - g["two_bin_share_low"], g["two_bin_share_high"] - share],
+                     fmt="o", ms=3, color=BIN_COLORS["irreversible"], ecolor="black", capsize=2, lw=0.8,
+                     label="ours (evidence-oracle)")
+        if "paper_two_bin_share" in g:
+            ax2.plot(x, g["paper_two_bin_share"].to_numpy(float), "kx", ms=6, label="paper (GPT-4o-mini)")
+        labels = [f"{p} @ {int(b):,}" + (f" ({int(pb) // 1000}k)" if pd.notna(pb) else "")
+                  for p, b, pb in zip(g["policy"], g["budget"], g["paper_budget"])]
+        ax2.set_xticks(x, labels, fontsize=7, rotation=45, ha="right")
+        ax2.set_ylim(-0.05, 1.1)
     axes[0][0].set_ylabel("share of observations answered wrong")
     axes[0][0].legend(fontsize=7, loc="upper center", ncol=2)
+    axes[1][0].set_ylabel("two-bin share")
+    axes[1][0].legend(fontsize=7, loc="lower left")
     fig.suptitle("What eviction and retrieval alone cost: the evidence-oracle (reference), "
                  "question-clustered 95% intervals", fontsize=10)
     fig.tight_layout()
