@@ -182,3 +182,20 @@ def test_r3_runs_the_control_on_real_records(pipeline):
     # rate is never below random's on the same questions.
     vs_random = control[control["policy_b"] == "random"]
     assert (vs_random["difference"] >= 0).all()
+
+
+def test_a_read_longer_than_the_embedded_window_is_refused_before_any_call():
+    from types import SimpleNamespace
+
+    from memlife.restore import pipeline
+
+    embedded = SimpleNamespace(is_embedded=True, model="embedded")
+    short = arms.ReadPlan(reads=[], distinct_prompts=["Question: what?\nAnswer:"])
+    n = pipeline.embedded_prompt_tokens(short, embedded, reader_max_tokens=128)
+    assert 0 < n < 200
+    long = arms.ReadPlan(reads=[], distinct_prompts=["word " * 9000])
+    with pytest.raises(pipeline.ContextTooLong, match="lower k, restore_cap or reader_max_tokens"):
+        pipeline.embedded_prompt_tokens(long, embedded, reader_max_tokens=128)
+    # an endpoint refuses over-long requests itself; a reference subject has no window
+    assert pipeline.embedded_prompt_tokens(long, SimpleNamespace(is_embedded=False), 128) is None
+    assert pipeline.embedded_prompt_tokens(long, object(), 128) is None

@@ -28,7 +28,7 @@ from memlife import config, evict, llm, longmem, units
 from memlife.evict import Eviction
 from memlife.longmem import Question
 from memlife import subjects as ref
-from memlife.restore import arms, subjects
+from memlife.restore import arms, prompts, subjects
 from memlife.units import Unit
 
 NOTEBOOKS = ("20_longmem_data", "21_eviction", "22_read_restore")
@@ -166,6 +166,35 @@ def check_reads(reads: Sequence[arms.Read], questions: Sequence[Question], resto
                 assert len(pl.unit_ids) == len(rst.unit_ids), f"{cell}: placebo and restore differ in snippets"
 
 
+# The chat template's tokens around a system and a user message (SmolLM2's: role markers and
+# separators, 15 tokens; rounded up).
+CHAT_TEMPLATE_TOKENS = 32
+
+
+class ContextTooLong(ValueError):
+    """A read would not fit the embedded reader's window: llama-server would refuse it."""
+
+
+def embedded_prompt_tokens(plan: arms.ReadPlan, reader, reader_max_tokens: int) -> int | None:
+    """The largest prompt of the plan in the embedded model's own tokens, checked against its window
+    with room for the answer (``ContextTooLong`` otherwise, naming the parameters that size a read).
+    None for any other reader: an endpoint's client refuses an over-long request itself, before
+    sending it (:class:`memlife.llm.ContextWindowExceeded`), and a reference subject has no window."""
+    from memlife import serve, tokens
+
+    if not getattr(reader, "is_embedded", False):
+        return None
+    system = tokens.count_embedded(prompts.READER_SYSTEM)
+    largest = max((tokens.count_embedded(p) for p in plan.distinct_prompts), default=0)
+    need = system + largest + CHAT_TEMPLATE_TOKENS + reader_max_tokens
+    if need > serve.CONTEXT_WINDOW:
+        raise ContextTooLong(
+            f"the longest read needs {need} tokens (prompt {system + largest + CHAT_TEMPLATE_TOKENS}, answer "
+            f"{reader_max_tokens}) of the embedded model's {serve.CONTEXT_WINDOW}: lower k, restore_cap or "
+            f"reader_max_tokens (22_read_restore), or history_tokens")
+    return system + largest + CHAT_TEMPLATE_TOKENS
+
+
 @dataclass
 class Reading:
     answers: dict[str, str]
@@ -236,6 +265,7 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     log(f"{plan.naive_calls} reads, {plan.distinct_calls} distinct prompts"
         f"{' (ablation arms on)' if p.ablation_arms else ''}")
     reader = make_reader(reader_name, questions, histories, p.seed, profile)
+    embedded_prompt_tokens(plan, reader, p.reader_max_tokens)
     reading = read_and_judge(reads, plan, questions, reader, reader_max_tokens=p.reader_max_tokens,
                              judge_audit_items=p.judge_audit_items, seed=p.seed)
     log(reading.audit_note)
