@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memlife.restore import analyses, arms, decompose, pipeline
+from memlife.restore import analyses, answer_judge, arms, decompose, pipeline
 from test_restore_pipeline import CAP, K, FickleTestReader, evidence_oracle, smoke_grid
 
 
@@ -177,7 +177,8 @@ def _script_audit(grid, fault_server, rec, n, seed, primary: bool):
     sample = arms.audit_sample(rec, n, seed)
     triples = sorted({(grid.by_id[q].question, grid.by_id[q].answer, h)
                       for q, h in zip(sample["question_id"], sample["hypothesis"])})
-    det = {t: arms.deterministic_correct(t[1], t[2]) for t in triples}
+    types = {q.question: q.question_type for q in grid.questions}
+    det = {t: answer_judge.grade(t[0], types[t[0]], t[1], t[2]) == answer_judge.CORRECT for t in triples}
     audit_label, failed = {}, triples[0]
     for i, t in enumerate(triples):
         prompt = arms.prompts.judge_messages(*t)[-1]["content"]

@@ -171,6 +171,32 @@ def test_judge_agreement_by_hand():
     assert row.cohen_kappa == pytest.approx(0.5)
 
 
+def test_undecided_share_and_the_llm_filled_items_left_out_of_agreement():
+    """The deterministic judge's UNDECIDED items per reader x type; where the LLM judge filled one
+    in, the agreement leaves it out (it would be the LLM judge agreeing with itself)."""
+    det, llm = d.DETERMINISTIC_JUDGE, "llm"
+    rows = []
+    for q, qtype, raw, ok in [("q1", "multi-session", "CORRECT", True),
+                              ("q2", "multi-session", "UNDECIDED", None),
+                              ("q3", "single-session-preference", "UNDECIDED -> llm: CORRECT", True),
+                              ("q4", "single-session-preference", "INCORRECT", False)]:
+        base = _base(q, "policy", ok, policy="fifo", budget=8000, regime="topk", seed=0, qtype=qtype)
+        rows.append(dict(base, judge=det, judge_raw=raw))
+        rows.append(dict(base, judge=llm, judge_raw="CORRECT" if ok is not False else "INCORRECT",
+                         correct=True if ok is None else ok))
+        rows.append(dict(_base(q, "clean_gold", True, judge=det, qtype=qtype), judge_raw="CORRECT"))
+    rows.append(dict(_base("q1", "placebo", None, judge=det, policy="fifo", budget=8000, regime="topk", seed=0),
+                     judge_raw="UNDECIDED"))  # an ablation arm: not counted
+    rec = d.normalize_records(pd.DataFrame(rows))
+    share = a.undecided_share(rec)
+    assert share[["question_type", "n_items", "n_undecided", "n_filled_by_llm"]].values.tolist() == [
+        ["multi-session", 4, 1, 0], ["single-session-preference", 4, 1, 1], ["all", 8, 2, 1]]
+    assert share["undecided_share"].tolist() == pytest.approx([0.25, 0.25, 0.25])
+    ag = a.judge_agreement(rec[rec["arm"] == "policy"])
+    row = ag.iloc[0]
+    assert (row.n_items, row.n_excluded, row.percent_agreement) == (2, 2, 1.0)
+
+
 def test_restore_tightness_ablation_by_hand():
     rows = clean("q1", "q2", "q3")
     rows += observed("q1", "fifo", 8000, "topk", False, True, evicted=1,

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import longmem_templates
 from memlife import evict, longmem, retrieve, tokens, units
-from memlife.restore import arms, prompts
+from memlife.restore import answer_judge, arms, decompose, prompts
 
 PINNED = {
     "reader_system": "b8cd79e82e9b9eb0f1c6583e30ea7b894e094b47da271dc7cfd33ad649dcc542",
@@ -91,19 +91,20 @@ def test_build_reads_covers_every_arm_and_dedups(dataset):
     assert "answer_" not in r0.prompt and "chitchat_" not in r0.prompt
 
 
-@pytest.mark.parametrize("answer, hyp, ok", [
-    ("Luna", "Your rabbit is called Luna.", True),
-    ("Luna", "I don't know.", False),
-    ("12 days", "That was twelve days ago.", True),
-    ("$383", "You spent $383 in total.", True),
-    ("$383", "You spent $3830.", False),
-    ("$1,250", "about $1250", True),
-    ("Business Administration", "a degree in business administration", True),
-    ("3", "You attended 13 weddings", False),
-    ("FitHub", "You are a member of Iron Temple.", False),
+@pytest.mark.parametrize("question, answer, hyp, ok", [
+    ("What is the name of the rabbit I adopted?", "Luna", "Your rabbit is called Luna.", True),
+    ("What is the name of the rabbit I adopted?", "Luna", "I don't know.", False),
+    ("How many days ago did I attend the first session?", "12 days", "That was twelve days ago.", True),
+    ("How much did I spend in total?", "$383", "You spent $383 in total.", True),
+    ("How much did I spend in total?", "$383", "You spent $3830.", False),
+    ("How much did I spend in total?", "$1,250", "about $1250", True),
+    ("What degree did I graduate with?", "Business Administration", "a degree in business administration", True),
+    ("How many weddings did I attend?", "3", "You attended 13 weddings", False),
+    ("Which gym am I a member of now?", "FitHub", "You are a member of Iron Temple.", False),
 ])
-def test_deterministic_scorer(answer, hyp, ok):
-    assert arms.deterministic_correct(answer, hyp) is ok
+def test_the_deterministic_judge_on_short_answers(question, answer, hyp, ok):
+    assert answer_judge.grade(question, "multi-session", answer, hyp) == (
+        answer_judge.CORRECT if ok else answer_judge.INCORRECT)
 
 
 class FakeClient:
@@ -151,10 +152,48 @@ def test_records_follow_the_contract(dataset, tmp_path):
     llm_rows = df[df.judge == "fake-judge"]
     assert (llm_rows["correct"].to_numpy() == det["correct"].to_numpy()).all()
     assert llm_rows["judge_raw"].isin(["CORRECT", "INCORRECT"]).all()
+    # gold and "I don't know" are always decided: the deterministic label is its own
+    assert det["judge_raw"].isin([answer_judge.CORRECT, answer_judge.INCORRECT]).all()
+    assert (det["correct"] == (det["judge_raw"] == answer_judge.CORRECT)).all()
     path = arms.write_records(df, tmp_path)
     assert path == tmp_path / "restore" / "records.parquet"
     back = pd.read_parquet(path)
     pd.testing.assert_frame_equal(back, df)
+
+
+def test_an_undecided_item_is_unlabelled_or_graded_by_the_llm_judge(dataset):
+    """The deterministic row of an item the judge cannot decide has no label, and judge_raw
+    UNDECIDED; with an LLM judge's reply for the item, it takes that label and names its source."""
+    from memlife import llm
+
+    qs, hist = dataset
+    q = next(q for q in qs if q.question_type == "single-session-user")
+    rubric = longmem.Question(q.question_id, "single-session-preference", "Any snack ideas for my movie night?",
+                              "The user would prefer vegan snacks.", q.question_date, q.sessions, q.answer_session_ids)
+    reads = [r for r in arms.build_reads(rubric, hist[q.question_id], [], k=8, restore_cap=150)]
+    assert [r.arm for r in reads] == ["clean_gold"]
+    answers = {reads[0].prompt: "Try roasted chickpeas."}
+    df = arms.records(reads, answers, {q.question_id: rubric}, "r")
+    assert len(df) == 1 and df["correct"].isna().all() and df["judge_raw"].tolist() == [answer_judge.UNDECIDED]
+    replies = {(rubric.question, rubric.answer, "Try roasted chickpeas."): "CORRECT"}
+    df = arms.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
+    det = df[df.judge == arms.DETERMINISTIC_JUDGE].iloc[0]
+    assert det["correct"] and det["judge_raw"] == "UNDECIDED -> fake-judge: CORRECT"
+    assert df.loc[df.judge == "fake-judge", "judge_raw"].tolist() == ["CORRECT"]
+    # a decided item keeps its own label whatever the LLM judge says
+    answers = {reads[0].prompt: "I don't know."}
+    replies = {(rubric.question, rubric.answer, "I don't know."): "CORRECT"}
+    df = arms.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
+    det = df[df.judge == arms.DETERMINISTIC_JUDGE].iloc[0]
+    assert det["correct"] == False and det["judge_raw"] == answer_judge.INCORRECT  # noqa: E712
+    # the decomposition excludes the unlabelled observations and counts them
+    evs = evict.evict_grid({q.question_id: hist[q.question_id]}, ["fifo"], [200], [0, 1])
+    reads = arms.build_reads(rubric, hist[q.question_id], evs, k=8, restore_cap=150)
+    df = arms.records(reads, {r.prompt: "Try roasted chickpeas." for r in reads}, {q.question_id: rubric}, "r")
+    assert df["correct"].isna().all()
+    with pytest.warns(UserWarning, match="excluded for an empty correct label"):
+        obs = decompose.observations(df)
+    assert obs.empty and obs.attrs["n_excluded_unlabelled"] == (df["arm"] == "policy").sum() > 0
 
 
 def test_reading_resumes_after_a_failure_without_repeating_a_call(dataset, isolated_llm, fault_server):

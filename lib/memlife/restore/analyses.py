@@ -15,6 +15,8 @@ recomputed from the records.
 - `judge_agreement`, `audit_agreement`: percent agreement and Cohen's kappa between every pair of
   judges, and the audit pair picked by what its judges are (headline judge vs the audit judge,
   else vs the scorer).
+- `undecided_share`: per reader and question type, how many items the deterministic judge left
+  UNDECIDED (and how many of those an LLM judge labelled).
 - `surviving_gold_ablation`, `placement_placebo`: the restore-tightness ablation.
 - `load_run`: a profile's records, their observations and the headline reader and judge, as
   notebooks 23 and 24 both start.
@@ -31,7 +33,8 @@ import pandas as pd
 from .. import paper_reference, stats
 from ..evict import BASELINE_POLICIES, CONTROL, FIFO, NO_EVICT
 from ..paper_reference import PAPER_BUDGETS
-from .decompose import (CELL, COUNT_COLUMNS, DETERMINISTIC_JUDGE, decompose, is_audit_judge, load_records,
+from .answer_judge import UNDECIDED
+from .decompose import (CELL, CORE_ARMS, COUNT_COLUMNS, DETERMINISTIC_JUDGE, decompose, is_audit_judge, load_records,
                         observations, records_path, sort_cells)
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
@@ -283,10 +286,16 @@ def judge_agreement(records: pd.DataFrame) -> pd.DataFrame:
     """Percent agreement and Cohen's kappa for every pair of judges over the items both graded.
 
     An item is a reader answer: question x cell x seed x reader x arm. Items either judge left
-    without a label (an errored call) are excluded and counted.
+    without a label (an errored call) are excluded and counted. So are the deterministic judge's
+    UNDECIDED items: where an LLM judge filled them in (`judge_raw` "UNDECIDED -> ..."), the label
+    is that judge's, and counting it would be the LLM judge agreeing with itself.
     """
     item = ["question_id", "policy", "budget", "regime", "seed", "reader", "arm"]
     rec = records[item + ["judge", "correct"]].copy()
+    if "judge_raw" in records.columns:
+        undecided = ((records["judge"] == DETERMINISTIC_JUDGE)
+                     & records["judge_raw"].astype("string").fillna("").str.startswith(UNDECIDED))
+        rec["correct"] = rec["correct"].astype("boolean").mask(undecided.to_numpy())
     # Clean-gold items have empty cell fields; a sentinel lets them join like any other item.
     for col in ("policy", "regime"):
         rec[col] = rec[col].astype("string").fillna("")
@@ -312,6 +321,28 @@ def judge_agreement(records: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["judge_a", "judge_b", "reader", "n_items", "n_excluded",
                                        "percent_agreement", "cohen_kappa", "correct_rate_a",
                                        "correct_rate_b"])
+
+
+def undecided_share(records: pd.DataFrame) -> pd.DataFrame:
+    """Per reader x question type (and "all" per reader): the items the deterministic judge
+    graded in the arms clean_gold, policy and restore (`n_items`), how many it left UNDECIDED
+    (`n_undecided`, `undecided_share`), and how many of those an LLM judge labelled
+    (`n_filled_by_llm`; `judge_raw` "UNDECIDED -> <model>: ..."). The rest have no label and the
+    decomposition excludes them (`observations(...).attrs["n_excluded_unlabelled"]`)."""
+    rec = records[(records["judge"] == DETERMINISTIC_JUDGE) & records["arm"].isin(CORE_ARMS)]
+    undecided = rec["judge_raw"].astype("string").fillna("").str.startswith(UNDECIDED).to_numpy()
+    df = pd.DataFrame({"reader": rec["reader"].astype(str).to_numpy(),
+                       "question_type": rec["question_type"].astype(str).to_numpy(),
+                       "n_items": 1, "n_undecided": undecided.astype(int),
+                       "n_filled_by_llm": (undecided & rec["correct"].notna().to_numpy()).astype(int)})
+    cols = ["n_items", "n_undecided", "n_filled_by_llm"]
+    by_type = df.groupby(["reader", "question_type"], sort=True)[cols].sum().reset_index()
+    overall = df.groupby("reader", sort=True)[cols].sum().reset_index().assign(question_type="all")
+    out = pd.concat([by_type, overall], ignore_index=True).sort_values(
+        ["reader", "question_type"], key=lambda s: s.map(lambda v: (v == "all", v)), kind="stable")
+    out["undecided_share"] = out["n_undecided"] / out["n_items"]
+    return out[["reader", "question_type", "n_items", "n_undecided", "undecided_share",
+                "n_filled_by_llm"]].reset_index(drop=True)
 
 
 def surviving_gold_ablation(obs: pd.DataFrame) -> pd.DataFrame:

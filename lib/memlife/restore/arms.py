@@ -29,15 +29,22 @@ Every read is built first; identical prompts (same question, same context) are r
 sorted order so that prompts sharing a prefix run back to back. Resuming after an interruption
 comes from the llm cache: rebuilding the records replays cached calls.
 
-Judging: the deterministic scorer (:func:`deterministic_correct`) always; the paper's LLM
-judge in addition when :func:`memlife.llm.judge_available` is true. Records hold one row per
-question × cell × regime × arm × judge, ``judge`` naming the judge (:data:`DETERMINISTIC_JUDGE` or
-the judge model). The judge audit (:func:`judge_audit`) adds rows for a seeded sample of items,
-re-graded by the ``judge_audit`` role, with ``judge`` = ``"audit:" + model``.
+Judging: the deterministic judge (:func:`memlife.restore.answer_judge.grade`) always; the
+paper's LLM judge in addition when :func:`memlife.llm.judge_available` is true. The deterministic
+judge reads LongMemEval's real answers (alternatives, numbers in words or digits, rubric
+sentences) and says CORRECT, INCORRECT or UNDECIDED; its row's ``judge_raw`` is that label and
+``correct`` is True / False, or missing when UNDECIDED. Where the LLM judge graded the same item,
+an undecided deterministic row takes the LLM judge's label, and ``judge_raw`` reads
+``"UNDECIDED -> <judge model>: <raw reply>"``: the configured LLM judge grades exactly the items
+the deterministic judge cannot (:func:`memlife.restore.analyses.undecided_share` counts them).
+Without an LLM judge an undecided item stays unlabelled, and the decomposition excludes and
+counts it (``attrs["n_excluded_unlabelled"]``). Records hold one row per question × cell ×
+regime × arm × judge, ``judge`` naming the judge (:data:`DETERMINISTIC_JUDGE` or the judge
+model). The judge audit (:func:`judge_audit`) adds rows for a seeded sample of items, re-graded by
+the ``judge_audit`` role, with ``judge`` = ``"audit:" + model``.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -49,7 +56,7 @@ from memlife import retrieve, tokens
 from memlife.evict import Eviction
 from memlife.longmem import Question
 from memlife.paper_reference import PAPER_BUDGETS
-from memlife.restore import prompts
+from memlife.restore import answer_judge, prompts
 from memlife.restore.decompose import (  # ARMS: also the records' sort order
     ARMS, AUDIT_JUDGE_PREFIX, DETERMINISTIC_JUDGE, records_path)
 from memlife.units import Unit
@@ -224,36 +231,6 @@ def read_all(plan: ReadPlan, client, *, desc: str = "reading",
 # ---------------------------------------------------------------------------------------------
 # Judging
 # ---------------------------------------------------------------------------------------------
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
-                      "seventy": "70", "eighty": "80", "ninety": "90", "hundred": "100"})
-
-
-def normalize(text: str) -> str:
-    """Lower case; digits' thousands separators dropped; number words 0–20 and tens to digits;
-    punctuation (but not $) to spaces; articles dropped; whitespace collapsed."""
-    s = str(text).lower().replace("\u2019", "'")
-    s = re.sub(r"(?<=\d),(?=\d{3}\b)", "", s)
-    s = re.sub(r"[^\w$\s]", " ", s)
-    words = [_NUMBER_WORDS.get(w, w) for w in s.split() if w not in ("a", "an", "the")]
-    return " ".join(words)
-
-
-def deterministic_correct(answer: str, hypothesis: str) -> bool:
-    """Normalized containment: the normalized gold answer occurs in the normalized hypothesis
-    at word boundaries ("12 days" matches "twelve days ago"; "$383" does not match "$3830").
-
-    Suited to the short factual answers of LongMemEval's user, assistant, multi-session,
-    knowledge-update and temporal questions; LongMemEval's preference answers are rubric
-    sentences that containment cannot check (the builder's preference answers are key phrases).
-    It does not model negation: an answer naming the value only to deny it still counts.
-    """
-    a, h = normalize(answer), normalize(hypothesis)
-    return bool(a) and f" {a} " in f" {h} "
-
-
 def judge_all(pairs: Sequence[tuple[str, str, str]], client, *, desc: str = "judging") -> dict[tuple, str]:
     """Raw LLM-judge replies per distinct (question, reference, hypothesis)."""
     distinct = sorted(set(pairs))
@@ -324,8 +301,11 @@ def judge_audit(records: pd.DataFrame, questions: Mapping[str, Question], client
 def records(reads: Sequence[Read], answers: Mapping[str, str], questions: Mapping[str, Question],
             reader: str, judge_replies: Mapping[tuple, str] | None = None,
             judge_model: str | None = None, parse_label=None) -> pd.DataFrame:
-    """Rows in the DESIGN.md contract, sorted; LLM-judge rows only when replies are given."""
+    """Rows in the records contract (`decompose.CONTRACT_COLUMNS`), sorted; LLM-judge rows only when replies are given. The
+    deterministic row of an item the deterministic judge leaves UNDECIDED takes the LLM judge's
+    label when there is one (module docstring, "Judging")."""
     rows = []
+    graded: dict[tuple[str, str], str] = {}  # a reference subject says one of a few replies per question
     for r in reads:
         q = questions[r.question_id]
         hyp = answers[r.prompt]
@@ -333,13 +313,19 @@ def records(reads: Sequence[Read], answers: Mapping[str, str], questions: Mappin
                     budget=r.budget, regime=r.regime, seed=r.seed, reader=reader, arm=r.arm,
                     n_gold=r.n_gold, n_gold_evicted=r.n_gold_evicted,
                     context_tokens=r.context_tokens, hypothesis=hyp)
-        rows.append({**base, "judge": DETERMINISTIC_JUDGE,
-                     "correct": deterministic_correct(q.answer, hyp), "judge_raw": None})
+        if (r.question_id, hyp) not in graded:
+            graded[(r.question_id, hyp)] = answer_judge.grade(q.question, q.question_type, q.answer, hyp)
+        det = graded[(r.question_id, hyp)]
+        det_row = {**base, "judge": DETERMINISTIC_JUDGE, "judge_raw": det,
+                   "correct": None if det == answer_judge.UNDECIDED else det == answer_judge.CORRECT}
+        rows.append(det_row)
         if judge_replies is not None:
             raw = judge_replies[(q.question, q.answer, hyp)]
             label = parse_label(raw)
-            rows.append({**base, "judge": judge_model, "judge_raw": raw,
-                         "correct": None if label is None else label == "CORRECT"})
+            correct = None if label is None else label == "CORRECT"
+            rows.append({**base, "judge": judge_model, "judge_raw": raw, "correct": correct})
+            if det == answer_judge.UNDECIDED:
+                det_row.update(correct=correct, judge_raw=f"{answer_judge.UNDECIDED} -> {judge_model}: {raw}")
     return to_frame(rows)
 
 

@@ -4,7 +4,7 @@
 A subject stands where the model reader stands: the pipeline builds every prompt (Appendix D's
 reader prompt around the injected snippets) and calls `complete_many`; the subject reads the
 question and the snippets back out of the prompt and answers without a model. So it sees exactly
-what a model reader would see, and its answers go through the same deterministic scorer.
+what a model reader would see, and its answers go through the same deterministic judge.
 
 * gold: the question's gold answer, always;
 * evidence-oracle: the gold answer exactly when every gold unit of the question is in the
@@ -36,9 +36,14 @@ from memlife.restore import prompts
 from memlife.units import Unit
 
 ABSTENTION = "I don't know"
-# States no value of any question's answer, so the deterministic scorer marks it wrong (a test
-# checks this on every built question).
-WRONG_ANSWER = "It was something else entirely, not what my notes would suggest."
+# The noisy oracle's planted wrong answer (outcome CONFUSE). A refusal: no fixed statement can
+# contradict every answer a deterministic judge can check -- LongMemEval's preference answers are
+# rubrics that only a reader's judgement can hold advice against, so any other fixed text is
+# UNDECIDED there -- while a refusal answers none of them, and every judge (the deterministic one,
+# `memlife.restore.answer_judge`, and the paper's LLM judge) grades it INCORRECT on every question.
+# Its outcome stays CONFUSE, apart from the abstentions' MISS, in `Answer.outcome`. (Tests check
+# it over the real file's 470 questions.)
+WRONG_ANSWER = "I'd rather not answer that."
 GOLD_REPLY, ABSTAIN = "gold", "abstain"  # outcomes besides memlife.subjects' MISS / CONFUSE / ANSWER
 
 _TODAY, _SNIPPETS, _QUESTION, _ANSWER = ("Today's date: ", "\n\nMemory snippets from earlier conversations:\n",
