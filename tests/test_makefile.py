@@ -58,6 +58,7 @@ def test_an_environment_built_before_the_portable_flags_is_rebuilt(scratch):
 def test_a_current_environment_has_nothing_to_rebuild(scratch):
     model_stamp(scratch).touch()
     (scratch / make_variable(scratch, "GGUF_STAMP")).touch()
+    (scratch / make_variable(scratch, "ORACLE_STAMP")).touch()
     assert "pip" not in dry_run(scratch)
 
 
@@ -127,7 +128,7 @@ def test_a_profile_of_ones_own_runs_under_its_name_and_leaves_every_other_output
             shutil.copy2(ROOT / rel, repo / rel)  # mtimes kept: the environment's stamps stay current
     for env_dir in (".venv", ".venv-memos"):
         (repo / env_dir).symlink_to(ROOT / env_dir)
-    (repo / "notebooks" / "25_restore_controls.ipynb").unlink()  # 15 minutes of both cores, no model call
+    (repo / "notebooks" / "25_restore_controls.ipynb").unlink()  # minutes of both cores, no model call
     quick = (repo / "configs" / "quick.yaml").read_text()
     assert "  23_decomposition:\n    n_boot: 2000\n" in quick
     (repo / "configs" / "myexp.yaml").write_text(

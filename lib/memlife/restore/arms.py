@@ -305,7 +305,6 @@ def records(reads: Sequence[Read], answers: Mapping[str, str], questions: Mappin
     deterministic row of an item the deterministic judge leaves UNDECIDED takes the LLM judge's
     label when there is one (module docstring, "Judging")."""
     rows = []
-    graded: dict[tuple[str, str], str] = {}  # a reference subject says one of a few replies per question
     for r in reads:
         q = questions[r.question_id]
         hyp = answers[r.prompt]
@@ -313,9 +312,7 @@ def records(reads: Sequence[Read], answers: Mapping[str, str], questions: Mappin
                     budget=r.budget, regime=r.regime, seed=r.seed, reader=reader, arm=r.arm,
                     n_gold=r.n_gold, n_gold_evicted=r.n_gold_evicted,
                     context_tokens=r.context_tokens, hypothesis=hyp)
-        if (r.question_id, hyp) not in graded:
-            graded[(r.question_id, hyp)] = answer_judge.grade(q.question, q.question_type, q.answer, hyp)
-        det = graded[(r.question_id, hyp)]
+        det = answer_judge.grade(q.question, q.question_type, q.answer, hyp)  # memoized
         det_row = {**base, "judge": DETERMINISTIC_JUDGE, "judge_raw": det,
                    "correct": None if det == answer_judge.UNDECIDED else det == answer_judge.CORRECT}
         rows.append(det_row)
