@@ -434,31 +434,33 @@ def write(records: list[dict], path: Path | str) -> Path:
     return path
 
 
-def stats_table(ours: dict, oracle_types: dict[str, int]) -> "pd.DataFrame":
-    """:func:`stats` of a file beside what the restore paper states of LongMemEval-S (470 questions,
-    ~102k-token histories) and the questions per type of LongMemEval's own file (``oracle_types``,
-    the same 470 questions as S's); gold placement beside the uniform law LongMemEval places it by.
-    One row per statistic: ``ours``, ``reference``, ``reference_source``."""
+def stats_table(columns: dict[str, dict], oracle_types: dict[str, int]) -> "pd.DataFrame":
+    """:func:`stats` of one or more files (``columns``: label -> stats), one column each, beside
+    what the restore paper states of LongMemEval-S (470 questions, ~102k-token histories) and the
+    questions per type of LongMemEval's own file (``oracle_types``, the same 470 questions as S's);
+    gold placement beside the uniform law LongMemEval places it by. One row per statistic, then
+    ``reference`` and ``reference_source``."""
     import pandas as pd
 
     from memlife import paper_reference as pr
 
     paper = f"restore paper, {pr.figures('data_questions')['section'].iloc[0]}"
-    rows = [("questions", ours["questions"], pr.figure("data_questions"), paper)]
-    rows += [(f"questions: {t}", ours["questions_per_type"][t], oracle_types.get(t, 0), "LongMemEval oracle file")
-             for t in QUESTION_TYPES]
-    h, tr, g = ours["history_tokens"], ours["turns_per_history"], ours["gold_position_quantile"]
-    rows += [("history tokens: median", h.get("median"), pr.figure("data_history_tokens"), paper + " (~102k)"),
-             ("history tokens: min", h.get("min"), None, ""),
-             ("history tokens: max", h.get("max"), None, ""),
-             ("turns per history: median", tr.get("median"), None, ""),
-             ("turns per history: min", tr.get("min"), None, ""),
-             ("turns per history: max", tr.get("max"), None, ""),
-             ("distinct filler sessions", ours["distinct_filler_sessions"], None, ""),
-             ("gold units", ours["gold_units"], None, ""),
-             ("gold position (token quantile): median", g["median"], 0.5, "uniform placement"),
-             ("gold position: KS statistic against uniform", g["ks_statistic"], 0.0, "uniform placement")]
-    return pd.DataFrame(rows, columns=["statistic", "ours", "reference", "reference_source"])
+    rows: list[tuple] = [("questions", lambda s: s["questions"], pr.figure("data_questions"), paper)]
+    rows += [(f"questions: {t}", lambda s, t=t: s["questions_per_type"][t], oracle_types.get(t, 0),
+              "LongMemEval oracle file") for t in QUESTION_TYPES]
+    rows += [("history tokens: median", lambda s: s["history_tokens"].get("median"),
+              pr.figure("data_history_tokens"), paper + " (~102k)")]
+    for what, key in (("history tokens", "history_tokens"), ("turns per history", "turns_per_history")):
+        for stat in (("min", "max") if key == "history_tokens" else ("median", "min", "max")):
+            rows.append((f"{what}: {stat}", lambda s, key=key, stat=stat: s[key].get(stat), None, ""))
+    rows += [("distinct filler sessions", lambda s: s["distinct_filler_sessions"], None, ""),
+             ("gold units", lambda s: s["gold_units"], None, ""),
+             ("gold position (token quantile): median", lambda s: s["gold_position_quantile"]["median"], 0.5,
+              "uniform placement"),
+             ("gold position: KS statistic against uniform", lambda s: s["gold_position_quantile"]["ks_statistic"],
+              0.0, "uniform placement")]
+    return pd.DataFrame([{"statistic": name, **{label: get(st) for label, st in columns.items()},
+                          "reference": ref, "reference_source": src} for name, get, ref, src in rows])
 
 
 def _validate_command(path: Path) -> int:
