@@ -328,3 +328,20 @@ def test_load_run_reads_a_profiles_records_and_picks_the_headline_reader_and_jud
     pd.testing.assert_frame_equal(run.obs, d.observations(d.load_records(path), source=str(path)))
     assert a.load_run("smoke", judge="deterministic").judge == "deterministic"
     assert f"{len(rec):,} records" in run.describe() and "headline reader" in run.describe()
+
+
+def test_a_control_cell_emptied_by_unlabelled_observations_has_no_contrast_and_a_warning():
+    """The control is in the records, but at one budget every observation was left unlabelled
+    (excluded by decompose.observations): that budget has no control contrast; the others do."""
+    rows = clean("q1", "q2")
+    for b in (8000, 30000):
+        for p in ("fifo", "control"):
+            if (p, b) == ("control", 8000):
+                continue
+            rows += observed("q1", p, b, "topk", False, True, evicted=1)
+            rows += observed("q2", p, b, "topk", True)
+    boot = a.cell_bootstrap(obs_of(rows), 100, 0)
+    with pytest.warns(UserWarning, match=r"no labelled observation .* r/j@8000"):
+        r3 = a.matched_accuracy(boot, tolerance=1.0)
+    ctl = r3[r3["comparison"] == "control"]
+    assert list(ctl["budget"]) == [30000]

@@ -23,6 +23,7 @@ recomputed from the records.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -148,15 +149,20 @@ def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk"
     A pair dissociates when its interval excludes 0.
 
     The control is the positive control that shows the test has power, so a requested control
-    that the records lack in any reader × judge × budget is an error, not "0 of 0 contrasts";
-    pass ``control=None`` to compare the policies alone.
+    that the records lack in every reader × judge × budget is an error, not "0 of 0 contrasts";
+    pass ``control=None`` to compare the policies alone. A group whose control cell is gone because
+    every one of its observations was left unlabelled (an UNDECIDED answer, an errored judge call:
+    `decompose.observations` excludes and counts them) has no control contrast, with a warning.
     """
     c = boot.cells
     c = c[c["regime"] == regime]
     if control is not None:
         missing = [f"{r}/{j}@{b}" for (r, j, b), g in c.groupby(["reader", "judge", "budget"], sort=True)
                    if control not in set(g["policy"])]
-        if missing:
+        if missing and control in set(c["policy"]):
+            warnings.warn(f"R3: no labelled observation in the {regime} control cell of {', '.join(missing)}: "
+                          "no control contrast there", stacklevel=2)
+        elif missing:
             raise ValueError(
                 f"R3: the control policy {control!r} is missing from the {regime} cells of "
                 f"{len(missing)} reader/judge@budget group(s), e.g. {missing[0]}; policies present: "
@@ -170,7 +176,7 @@ def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk"
         present = [p for p in policies if p in at]
         comparisons = [("matched_pair", a, b) for a, b in combinations(present, 2)
                        if abs(acc[a] - acc[b]) <= tolerance + 1e-12]
-        if control is not None:
+        if control is not None and control in at:
             comparisons += [("control", control, p) for p in present]
         for kind, a, b in comparisons:
             shared = (nobs[:, at[a]] > 0) & (nobs[:, at[b]] > 0)
