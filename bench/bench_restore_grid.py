@@ -19,7 +19,7 @@ import hashlib
 import time
 from collections import defaultdict
 
-from memlife import evict, longmem, units
+from memlife import evict, longmem, retrieve, units
 from memlife.restore import arms
 
 
@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--k", type=int, default=60)
     ap.add_argument("--restore-cap", type=int, default=2000)
+    ap.add_argument("--bm25-questions", type=int, default=47, help="questions whose cells time BM25 both ways")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -83,6 +84,28 @@ def main() -> None:
     print(f"  evict total       {sum(t_policy.values()):7.1f} s")
     print(f"retrieval + contexts: {t_read:.1f} s for {naive:,} reads "
           f"({1000 * t_read / len(evictions):.1f} ms per cell incl. BM25 index, ranking, rendering, token counts)")
+    # BM25 of each cell's retained units, two ways, on the same cells in this run: bm25s indexing the
+    # subset anew (what every cell did before) and the history's term matrix (retrieve.subset_scores)
+    t_index = t_matrix = 0.0
+    sample = qs[:args.bm25_questions]
+    for q in sample:
+        us = hist[q.question_id]
+        toks = retrieve.tokenize([u.text for u in us])
+        query = retrieve.tokenize([q.question])[0]
+        t0 = time.perf_counter()
+        index = retrieve.history_index(toks)
+        pos = {u.unit_id: i for i, u in enumerate(us)}
+        cells = [[pos[i] for i in e.retained] for e in by_q[q.question_id]]
+        for rows in cells:
+            retrieve.subset_scores(index, rows, query)
+        t_matrix += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for rows in cells:
+            retrieve.bm25_scores([toks[i] for i in rows], query)
+        t_index += time.perf_counter() - t0
+    n_cells = sum(len(by_q[q.question_id]) for q in sample)
+    print(f"BM25 over {n_cells:,} cells of {len(sample)} questions: an index per cell (bm25s) {t_index:.1f} s, "
+          f"one term matrix per history {t_matrix:.1f} s ({t_index / max(t_matrix, 1e-9):.0f}x)")
     print(f"reader calls: {distinct:,} distinct prompts vs {naive:,} naive "
           f"({naive - distinct:,} identical contexts read once; {distinct / naive:.1%} of naive)")
 
