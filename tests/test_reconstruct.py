@@ -64,7 +64,7 @@ def test_the_histories_look_like_longmemeval_s(full):
     assert 0.4 <= s["gold_position_quantile"]["median"] <= 0.6
     assert s["questions_per_type"] == PAPER_TYPES
     # FIFO at an 8k-of-102k budget must be able to lose gold: some sits in the oldest fifth
-    positions = [p for r in full for p in longmem.gold_positions(longmem.to_question(r))]
+    positions = [p for r in full for p in longmem.gold_positions(units.units_of(longmem.to_question(r)))]
     assert sum(p < 0.2 for p in positions) > 0.1 * len(positions)
 
 
@@ -153,3 +153,10 @@ def test_the_build_and_stats_commands(tmp_path, capsys, monkeypatch):
     assert longmem.main(["stats", str(out)]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["questions"] == 1 and set(s["gold_position_quantile"]) == {"median", "ks_statistic", "ks_pvalue"}
+
+
+def test_gold_position_by_hand():
+    # tokens 10, 20 (gold), 70: the gold unit's middle sits at (10 + 20 / 2) / 100 = 0.2
+    us = [units.Unit(f"s:{i}", "s", i, "2023/01/01 (Sun) 10:00", "user", "x", n, i, i == 1)
+          for i, n in enumerate((10, 20, 70))]
+    assert longmem.gold_positions(us) == [0.2]

@@ -35,6 +35,8 @@ from memlife.paths import file_sha256
 if TYPE_CHECKING:
     import pandas as pd
 
+    from memlife.units import Unit
+
 LONGMEMEVAL_S_URL = (
     "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main/"
     "longmemeval_s_cleaned.json"
@@ -374,15 +376,12 @@ def build_records(source: str, *, n_questions: int | None, history_tokens: int, 
 # ---------------------------------------------------------------------------------------------
 # Statistics of a file
 # ---------------------------------------------------------------------------------------------
-def gold_positions(q: Question) -> list[float]:
-    """Each gold unit's position as a quantile of its history's tokens, oldest = 0: the tokens
-    before it plus half its own, over the history's tokens."""
-    from memlife import units
-
-    us = units.units_of(q)
-    total = sum(u.tokens for u in us) or 1
+def gold_positions(history: "list[Unit]") -> list[float]:
+    """Each gold unit's position as a quantile of its history's tokens (``units.units_of``), oldest
+    = 0: the tokens before it plus half its own, over the history's tokens."""
+    total = sum(u.tokens for u in history) or 1
     out, before = [], 0
-    for u in us:
+    for u in history:
         if u.is_gold:
             out.append((before + u.tokens / 2) / total)
         before += u.tokens
@@ -406,8 +405,9 @@ def stats(records: list[dict]) -> dict:
         us = units.units_of(q)
         hist.append(sum(u.tokens for u in us))
         turns.append(len(us))
-        filler.update(s.session_id for s in q.sessions if s.session_id not in set(q.answer_session_ids))
-        positions.extend(gold_positions(q))
+        evidence = set(q.answer_session_ids)
+        filler.update(s.session_id for s in q.sessions if s.session_id not in evidence)
+        positions.extend(gold_positions(us))
 
     def summary(v: list[float]) -> dict:
         return {"median": statistics.median(v), "min": min(v), "max": max(v)} if v else {}
