@@ -160,3 +160,13 @@ def test_gold_position_by_hand():
     us = [units.Unit(f"s:{i}", "s", i, "2023/01/01 (Sun) 10:00", "user", "x", n, i, i == 1)
           for i, n in enumerate((10, 20, 70))]
     assert longmem.gold_positions(us) == [0.2]
+
+
+def test_filler_is_dated_before_the_question_unless_the_evidence_is_not(full):
+    for r in full:
+        q = longmem.parse_date(r["question_date"])
+        last = max(longmem.parse_date(d) for s, d in zip(r["haystack_session_ids"], r["haystack_dates"])
+                   if s in r["answer_session_ids"])
+        for s, d in zip(r["haystack_session_ids"], r["haystack_dates"]):
+            if s not in r["answer_session_ids"] and longmem.parse_date(d) > q:
+                assert last > q, (r["question_id"], s, d)  # only after evidence that is itself later

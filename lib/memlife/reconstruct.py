@@ -146,7 +146,9 @@ def _filler_dates(slots: list[str | None], evidence_dates: list[dt.datetime],
     30 days): a history of S's length spans weeks to months before its question."""
     first, last = evidence_dates[0], evidence_dates[-1]
     start = first - max(dt.timedelta(days=30), question_date - first)
-    end = max(question_date, last + dt.timedelta(hours=1))
+    # filler after the last evidence sits before the question; only where a real evidence date is
+    # itself after the question's (LongMemEval has a few) does it follow that evidence
+    end = question_date if last < question_date else last + dt.timedelta(hours=1)
     anchors = [start] + evidence_dates + [end]
     out: list[dt.datetime] = []
     gap: list[int] = []
