@@ -235,6 +235,7 @@ reproduce: $(EXECUTED)
 # The committed outputs come from a whole quick run, copied only when asked: an experiment on any
 # profile, quick included, never changes them by itself.
 publish:
+	@rm -rf results/quick data/quick  # a resumed notebook's calls log lacks the calls of the work it kept
 	@$(MAKE) --no-print-directory reproduce PROFILE=quick
 	@$(PY) -m memlife.report publish --profile quick
 	@$(PY) -m memlife.replies export --profile quick

@@ -176,6 +176,21 @@ def test_export_refuses_an_incomplete_run(repo, isolated_llm, fault_server):
     assert not (repo / "results" / "replies").exists()
 
 
+def test_export_refuses_a_run_that_resumed_work_the_recording_holds(repo, isolated_llm, fault_server):
+    """A notebook that resumed from its journal logs no call for the kept work: exporting it would
+    drop replies a fresh clone needs, so the export stops and leaves the recording as it was."""
+    llm = isolated_llm
+    path, _ = _record(llm, fault_server, repo)
+    before = path.read_bytes(), replies.manifest_path(path).read_bytes()
+    client = point_at(llm, fault_server, model="fake-model")
+    _run(llm, client, "02_second", ())  # its answers came from an earlier run's journal
+    with pytest.raises(replies.RepliesError, match=r"02_second \(2 calls recorded, none in this run\).*make publish"):
+        replies.export("smoke")
+    assert (path.read_bytes(), replies.manifest_path(path).read_bytes()) == before
+    _run(llm, client, "02_second", PROMPTS[1:])  # a clean run of it: the export goes through
+    assert replies.export("smoke")[1]["calls_by_notebook"] == {"01_first": 2, "02_second": 2}
+
+
 def test_a_damaged_recording_is_refused_naming_file_line_and_field(repo, isolated_llm, fault_server, monkeypatch):
     llm = isolated_llm
     path, _ = _record(llm, fault_server, repo)

@@ -268,6 +268,26 @@ def _calls(profile: str, root: Path) -> tuple[list[dict], dict[str, int]]:
     return calls, per_notebook
 
 
+def _check_not_resumed(per_notebook: dict[str, int], out: Path) -> None:
+    """A notebook that resumed from its journals and stores (MemOps' answers, Mem0's and MemOS's
+    extractions) makes no call for the work an earlier run did, so its calls log is not the
+    whole of what its results rest on. Exporting it would drop those replies from the recording,
+    and a fresh clone replaying it would then ask the model again. Where the recording being
+    rewritten holds calls of a notebook that now logged none, refuse, naming the way out."""
+    mpath = manifest_path(out)
+    if not (out.is_file() and mpath.is_file()):
+        return
+    before = json.loads(mpath.read_text()).get("calls_by_notebook") or {}
+    lost = [f"{nb} ({before[nb]} calls recorded, none in this run)"
+            for nb, n in per_notebook.items() if n == 0 and before.get(nb, 0) > 0]
+    if lost:
+        raise RepliesError(f"{out}: the last run's calls logs would drop replies the recording holds: "
+                           + ", ".join(lost) + ". Those notebooks resumed work an earlier run did; a "
+                           "recording must come from a run that started clean (`make publish` does: it "
+                           "removes results/<profile> and data/<profile> first, and the on-disk cache "
+                           "answers every call made before, so no model call repeats).")
+
+
 def _serialize(lines: list[dict]) -> bytes:
     return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
                    for r in lines).encode("utf-8")
@@ -295,6 +315,7 @@ def export(profile: str, out: Path | None = None, *, root: Path | None = None) -
     root = Path(root) if root else paths.repo_root()
     out = Path(out) if out else default_path(profile, root)
     calls, per_notebook = _calls(profile, root)
+    _check_not_resumed(per_notebook, out)
     sources: list[Recording] = []
     for candidate in (active_path(), out):
         if candidate is not None and Path(candidate).is_file() and all(s.path != Path(candidate) for s in sources):
