@@ -8,10 +8,14 @@
 - Cache: every reply is stored on disk (diskcache, SQLite: safe for concurrent writers and
   atomic under SIGKILL) under the SHA-256 of the canonical request. A recording of replies
   (``memlife.replies``: MEMLIFE_REPLIES, or the profile's ``recorded_replies``) is consulted
-  first, so a run rests on the same replies on every machine. ``MEMLIFE_LLM_MODE=replay``
+  first, so a run rests on the same replies on every machine. An entry that cannot be read is
+  moved aside (``damaged_dir``), said, and asked again; replay mode stops, naming it. ``MEMLIFE_LLM_MODE=replay``
   answers only from the recording and the cache and fails on a miss; ``refresh`` ignores both;
   ``estimate`` answers a miss with a stand-in reply (``memlife.standin``), sends and caches
   nothing, and logs what the call would cost (``make estimate``, ``memlife.estimate``).
+- Every number a user sets (a cap, prices, windows, timeouts, retries, concurrency, rates) is
+  parsed by one function per kind (``parse_usd``, ``parse_seconds``, ``parse_count``,
+  ``parse_price_pair``) that names the variable or profile field and checks its range.
 - What an endpoint accepts (``memlife.api_rules``): per role its context window, token
   parameter, whether temperature and seed are sent, room for reasoning, extra body fields, price
   and rate budget (``Endpoint``); OpenAI's reasoning models get their parameters by name.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -83,6 +88,68 @@ class SpendingCapExceeded(LLMError):
 
 class UnpricedModel(LLMError):
     """A spending cap is set and the model has no price: the cap could never trip."""
+
+
+class DamagedCacheEntry(LLMError):
+    """A cached reply that cannot be read, in replay mode (which may not ask again)."""
+
+
+# --------------------------------------------------------------------------- the numbers a user sets
+#
+# One parser per kind of number, each naming where the value came from (an environment variable,
+# or a profile field) and checking its range: a cap of nan or inf would never trip, a negative one
+# refuses everything, and -1 retries sends nothing at all.
+
+
+def _number(where: str, value, kind: str) -> float:
+    if isinstance(value, bool):  # YAML's yes/no: a number was meant
+        raise LLMError(f"{where}={value!r} is not {kind}")
+    try:
+        x = float(str(value).strip()) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        raise LLMError(f"{where}={value!r} is not {kind}") from None
+    if not math.isfinite(x):
+        raise LLMError(f"{where}={value!r} is not {kind}: it must be a finite number")
+    return x
+
+
+def parse_usd(where: str, value) -> float:
+    """US dollars: a finite number >= 0 (a spending cap, a price)."""
+    x = _number(where, value, "a number of US dollars")
+    if x < 0:
+        raise LLMError(f"{where}={value!r}: US dollars cannot be negative")
+    return x
+
+
+def parse_seconds(where: str, value) -> float:
+    """A duration in seconds: finite and > 0."""
+    x = _number(where, value, "a number of seconds")
+    if x <= 0:
+        raise LLMError(f"{where}={value!r}: seconds must be more than 0")
+    return x
+
+
+def parse_count(where: str, value, *, minimum: int, unit: str = "") -> int:
+    """A whole number >= `minimum` (retries 0, concurrency and windows 1); '32k' is refused, not guessed."""
+    kind = f"a whole number{' of ' + unit if unit else ''}"
+    x = _number(where, value, kind)
+    if x != int(x):
+        raise LLMError(f"{where}={value!r} is not {kind}")
+    if x < minimum:
+        raise LLMError(f"{where}={value!r}: must be at least {minimum}")
+    return int(x)
+
+
+def parse_price_pair(where: str, value) -> tuple[float, float]:
+    """USD per million tokens, 'input,output' (or a two-item list)."""
+    parts = value.split(",") if isinstance(value, str) else value
+    try:
+        if not isinstance(parts, (list, tuple)) or len(parts) != 2:
+            raise LLMError("not two numbers")
+        return parse_usd(where, parts[0]), parse_usd(where, parts[1])
+    except LLMError:
+        raise LLMError(f"{where}={value!r}; expected 'input,output', two finite numbers >= 0 in USD per million "
+                       "tokens, e.g. 0.15,0.60 (0,0 for a self-hosted model)") from None
 
 
 # --------------------------------------------------------------------------- configuration
@@ -165,14 +232,11 @@ def configure(profile: str | None = None, *, run: str | None = None, track: str 
     # The environment wins over the profile, as everywhere else; an explicit argument over both.
     env_cap = os.environ.get("MEMLIFE_SPEND_CAP_USD")
     if spend_cap_usd is not None:
-        _settings["spend_cap_usd"] = float(spend_cap_usd)
+        _settings["spend_cap_usd"] = parse_usd("spend_cap_usd", spend_cap_usd)
     elif env_cap:
-        try:
-            _settings["spend_cap_usd"] = float(env_cap)
-        except ValueError:
-            raise LLMError(f"MEMLIFE_SPEND_CAP_USD={env_cap!r} is not a number of US dollars") from None
+        _settings["spend_cap_usd"] = parse_usd("MEMLIFE_SPEND_CAP_USD", env_cap)
     else:
-        _settings["spend_cap_usd"] = float(cap) if cap is not None else None
+        _settings["spend_cap_usd"] = None if cap is None else parse_usd(f"configs/{profile}.yaml spend_cap_usd", cap)
     if run is not None:
         _settings["run"] = run
     _clients.clear()
@@ -209,19 +273,30 @@ def endpoint_for(role: str) -> Endpoint:
     structured = prof.get("structured_output", True)
     if os.environ.get(f"MEMLIFE_{role.upper()}_STRUCTURED") is not None:
         structured = _flag(role, "STRUCTURED", os.environ[f"MEMLIFE_{role.upper()}_STRUCTURED"])
+    common = {"timeout_s": parse_seconds(*_sourced(role, prof, "timeout_s", 600)),
+              "max_retries": parse_count(*_sourced(role, prof, "max_retries", 5), minimum=0, unit="retries"),
+              "concurrency": parse_count(*_sourced(role, prof, "concurrency", 1 if base_url is None else 8),
+                                         minimum=1, unit="requests at a time")}
     if base_url is None:
-        return Endpoint(role=role, model=model, structured_output=bool(structured),
-                        timeout_s=float(_env(role, "TIMEOUT_S") or prof.get("timeout_s", 600)),
-                        max_retries=int(_env(role, "MAX_RETRIES") or prof.get("max_retries", 5)),
-                        concurrency=int(_env(role, "CONCURRENCY") or prof.get("concurrency", 1)))
-    return Endpoint(
-        role=role, model=model, base_url=base_url, api_key_env=key_env,
-        structured_output=bool(structured),
-        timeout_s=float(_env(role, "TIMEOUT_S") or prof.get("timeout_s", 600)),
-        max_retries=int(_env(role, "MAX_RETRIES") or prof.get("max_retries", 5)),
-        concurrency=int(_env(role, "CONCURRENCY") or prof.get("concurrency", 8)),
-        **_capabilities(role, model, prof),
-    )
+        return Endpoint(role=role, model=model, structured_output=bool(structured), **common)
+    return Endpoint(role=role, model=model, base_url=base_url, api_key_env=key_env,
+                    structured_output=bool(structured), **common, **_capabilities(role, model, prof))
+
+
+# The fields a profile's models.<role> may set: Endpoint's, less the two that are not settings
+# (the role is the section's name; the key comes from the environment only).
+ENDPOINT_FIELDS = tuple(f for f in Endpoint.__dataclass_fields__ if f not in ("role", "api_key_env"))
+
+
+def _sourced(role: str, prof: dict, name: str, default=None) -> tuple[str, Any]:
+    """(where, value) of a setting: MEMLIFE_<ROLE>_<NAME>, then MEMLIFE_<NAME>, then the profile's
+    models.<role>.<name>, then `default`; `where` names the one that gave it, for error messages."""
+    for var in (f"MEMLIFE_{role.upper()}_{name.upper()}", f"MEMLIFE_{name.upper()}"):
+        if os.environ.get(var):
+            return var, os.environ[var]
+    if prof.get(name) not in (None, ""):
+        return f"models.{role}.{name}", prof[name]
+    return f"models.{role}.{name}", default
 
 
 def _setting(role: str, prof: dict, name: str):
@@ -249,8 +324,9 @@ def _capabilities(role: str, model: str, prof: dict) -> dict:
 
     reasoning = api_rules.is_reasoning_model(model)
     out: dict[str, Any] = {}
-    window = _setting(role, prof, "context_window")
-    out["context_window"] = int(window) if window not in (None, "") else api_rules.known_context_window(model)
+    where, window = _sourced(role, prof, "context_window")
+    out["context_window"] = (api_rules.known_context_window(model) if window is None
+                             else parse_count(where, window, minimum=1, unit="tokens"))
     token_param = _setting(role, prof, "token_param") or ("max_completion_tokens" if reasoning else "max_tokens")
     if token_param not in ("max_tokens", "max_completion_tokens"):
         raise LLMError(f"role {role!r}: token_param={token_param!r}; expected max_tokens or max_completion_tokens")
@@ -259,8 +335,9 @@ def _capabilities(role: str, model: str, prof: dict) -> dict:
     out["send_temperature"] = (not reasoning) if temp in (None, "") else _flag(role, "send_temperature", temp)
     seed = _setting(role, prof, "send_seed")
     out["send_seed"] = True if seed in (None, "") else _flag(role, "send_seed", seed)
-    rt = _setting(role, prof, "reasoning_tokens")
-    out["reasoning_tokens"] = (api_rules.DEFAULT_REASONING_TOKENS if reasoning else 0) if rt in (None, "") else int(rt)
+    where, rt = _sourced(role, prof, "reasoning_tokens")
+    out["reasoning_tokens"] = ((api_rules.DEFAULT_REASONING_TOKENS if reasoning else 0) if rt is None
+                               else parse_count(where, rt, minimum=0, unit="tokens"))
     body = _setting(role, prof, "extra_body")
     if isinstance(body, str) and body.strip():
         try:
@@ -272,16 +349,12 @@ def _capabilities(role: str, model: str, prof: dict) -> dict:
     if body and {"model", "messages"} & set(body):
         raise LLMError(f"role {role!r}: extra_body may not set model or messages")
     out["extra_body"] = json.dumps(body, sort_keys=True) if body else ""
-    price = _setting(role, prof, "price_per_mtok")
-    if price not in (None, ""):
-        parts = [float(x) for x in (price.split(",") if isinstance(price, str) else price)]
-        if len(parts) != 2 or min(parts) < 0:
-            raise LLMError(f"role {role!r}: price_per_mtok={price!r}; expected 'input,output' in USD per "
-                           "million tokens, e.g. 0.15,0.60 (0,0 for a self-hosted model)")
-        out["price_per_mtok"] = (parts[0], parts[1])
+    where, price = _sourced(role, prof, "price_per_mtok")
+    if price is not None:
+        out["price_per_mtok"] = parse_price_pair(where, price)
     for name in ("requests_per_minute", "tokens_per_minute"):
-        v = _setting(role, prof, name)
-        out[name] = int(v) if v not in (None, "") else None
+        where, v = _sourced(role, prof, name)
+        out[name] = None if v is None else parse_count(where, v, minimum=1, unit=name.split("_")[0])
     return out
 
 
@@ -392,8 +465,53 @@ def _cache():
         return _cache_obj
 
 
+def damaged_dir() -> Path:
+    """Where unreadable cache entries are moved: beside the cache, never inside diskcache's folder."""
+    return paths.cache_dir() / "llm-damaged"
+
+
 def cache_get(key: str) -> dict | None:
-    return _cache().get(key)
+    """The cached reply under `key`, or None. One damaged entry (a pickle cut short, a disk error)
+    does not stop a run or cost every paid reply: it is moved aside to damaged_dir(), said, and
+    the request asked again; replay mode, which cannot ask, stops naming it and changes nothing."""
+    cache = _cache()
+    try:
+        value = cache.get(key)
+        problem = None if value is None or _reply_shape_ok(value) else f"not a stored reply: {type(value).__name__}"
+    except Exception as exc:  # whatever unpickling bytes of any kind raises
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem is None:
+        return value
+    where = f"the cached reply for request {key} in {cache_dir()} cannot be read ({problem})"
+    if mode() == "replay":
+        raise DamagedCacheEntry(f"{where}; replay mode cannot ask again: rerun in live mode (the entry is then "
+                                f"moved aside to {damaged_dir()} and asked again), or restore the cache")
+    kept = _move_aside(cache, key)
+    from . import progress
+
+    progress.notice(f"{where}; moved aside to {kept} and asked again")
+    return None
+
+
+def _reply_shape_ok(value) -> bool:
+    return isinstance(value, dict) and {"text", "prompt_tokens", "completion_tokens"} <= set(value)
+
+
+def _move_aside(cache, key: str) -> Path:
+    """Copy the entry's stored bytes to damaged_dir()/KEY.entry (for a post-mortem), then delete it."""
+    import shutil
+
+    out = damaged_dir() / f"{key}.entry"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    row = cache._sql("SELECT filename, value FROM Cache WHERE key = ? AND raw = 1", (key,)).fetchone()
+    if row is not None:
+        filename, value = row
+        if filename and (Path(cache.directory) / filename).is_file():
+            shutil.copyfile(Path(cache.directory) / filename, out)
+        elif value is not None:
+            out.write_bytes(value if isinstance(value, bytes) else str(value).encode())
+    cache.delete(key, retry=True)
+    return out
 
 
 def cache_put(key: str, value: dict) -> None:
@@ -800,15 +918,27 @@ class Client:
                     return int(extra[name])
             return None
 
+        import openai
+
+        def unreachable(exc: Exception) -> LLMError:
+            return LLMError(f"role {self.endpoint.role}: cannot reach {self.endpoint.base_url} to ask the context "
+                            f"window of model {self.model!r} ({type(exc).__name__}: {exc}); is the server up and "
+                            f"the URL right? (MEMLIFE_{self.endpoint.role.upper()}_BASE_URL or models."
+                            f"{self.endpoint.role}.base_url)")
+
         # vLLM lists max_model_len; other servers may give it for the one model only.
         try:
             for m in getattr(self._client().models.list(), "data", None) or []:
                 if getattr(m, "id", None) == self.model and window_of(m):
                     return window_of(m)
+        except openai.APIConnectionError as exc:  # timeouts included: no answer at all, said as such
+            raise unreachable(exc) from None
         except Exception:  # a server without /models, or one that refuses it
             pass
         try:
             return window_of(self._client().models.retrieve(self.model))
+        except openai.APIConnectionError as exc:
+            raise unreachable(exc) from None
         except Exception:
             return None
 
@@ -935,6 +1065,14 @@ class Client:
                 raw = self._client().chat.completions.with_raw_response.create(**kwargs)
                 self._limiter.observe(raw.headers)
                 resp = raw.parse()
+                if not hasattr(resp, "choices"):
+                    # An HTML page with status 200: a URL that is not the API (a missing /v1, a
+                    # login portal). Asking again gets the same page.
+                    ctype = raw.headers.get("content-type", "?")
+                    raise LLMCallError(f"request {key[:16]} (role {self.endpoint.role}, model {self.model}): the "
+                                       f"endpoint {self.endpoint.base_url or 'embedded'} answered with {ctype}, not a "
+                                       f"chat completion: {str(resp)[:120]!r}; is the base URL the API's (it "
+                                       f"usually ends in /v1)?", status=raw.status_code)
                 choice = resp.choices[0]
                 refusal = getattr(choice.message, "refusal", None)
                 text = choice.message.content

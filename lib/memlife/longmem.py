@@ -178,7 +178,8 @@ def validate_record(rec: Any, index: int) -> list[Problem]:
             err("haystack_session_ids", f"session id {sid!r} is not a non-empty string")
         elif sid in seen:
             err("haystack_session_ids", f"duplicated session id {sid!r}")
-        seen.add(sid)
+        else:
+            seen.add(sid)
     for i, d in enumerate(dates):
         try:
             parse_date(d)
@@ -199,8 +200,10 @@ def validate_record(rec: Any, index: int) -> list[Problem]:
                 err(f"{where}.content", "missing or not a string")
             if "has_answer" in turn and not isinstance(turn["has_answer"], bool):
                 err(f"{where}.has_answer", "must be a boolean")
-    for sid in rec["answer_session_ids"]:
-        if sid not in seen:
+    for i, sid in enumerate(rec["answer_session_ids"]):
+        if not isinstance(sid, str) or not sid:  # a list here would crash the set lookup below
+            err(f"answer_session_ids[{i}]", f"session id {sid!r} is not a non-empty string")
+        elif sid not in seen:
             err("answer_session_ids", f"answer session {sid!r} is absent from haystack_session_ids")
     if not rec["answer_session_ids"] and not qid.endswith("_abs"):
         err("answer_session_ids", "is empty: the question has no evidence session")
@@ -218,6 +221,8 @@ def duplicated_filler(rec: dict, qid: str) -> list[Problem]:
     by_content: dict[str, str] = {}
     out = []
     for sid, sess in zip(rec["haystack_session_ids"], rec["haystack_sessions"]):
+        if not isinstance(sess, list) or not isinstance(sid, str):
+            continue  # an error of its own (validate_record), not a duplicate
         key = json.dumps([(t.get("role"), t.get("content")) for t in sess if isinstance(t, dict)])
         if key in by_content and by_content[key] != sid:
             out.append(Problem(qid, "haystack_sessions",
@@ -231,6 +236,8 @@ def duplicated_filler(rec: dict, qid: str) -> list[Problem]:
 def validate(records: Any) -> list[Problem]:
     if not isinstance(records, list):
         return [Problem("<file>", "<root>", "the file must hold a JSON list of question records")]
+    if not records:
+        return [Problem("<file>", "<root>", "the list holds no question records: an empty dataset measures nothing")]
     out: list[Problem] = []
     seen: set[str] = set()
     for i, rec in enumerate(records):
@@ -244,9 +251,17 @@ def validate(records: Any) -> list[Problem]:
 
 
 def read_json(path: Path) -> Any:
+    """The file's JSON; bytes that are not UTF-8, or not JSON, are a LongMemEvalError naming the line."""
+    data = Path(path).read_bytes()
     try:
-        with open(path) as fh:
-            return json.load(fh)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise LongMemEvalError(f"{path}: line {line}, column {column}: byte 0x{data[e.start]:02x} is not UTF-8 "
+                               "(LongMemEval files are UTF-8 JSON)") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise LongMemEvalError(f"{path}: not valid JSON ({e})") from e
 
@@ -466,7 +481,10 @@ def stats_table(columns: dict[str, dict], oracle_types: dict[str, int]) -> "pd.D
 def _validate_command(path: Path) -> int:
     try:
         records = read_json(path)
-    except (OSError, LongMemEvalError) as e:
+    except LongMemEvalError as e:  # names the file itself
+        print(e)
+        return 1
+    except OSError as e:
         print(f"{path}: {e}")
         return 1
     problems = validate(records)

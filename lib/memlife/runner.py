@@ -12,6 +12,10 @@ The executed copy appears only when every cell ran: papermill writes its output 
 writes to a temporary name first. A failed run leaves results/<profile>/notebooks/NAME.FAILED.ipynb (with the
 error, for debugging) and no NAME.ipynb, so make runs it again next time.
 
+One run of a notebook per profile at a time: a second is refused, naming the process that holds
+results/<profile>/logs/NAME.lock (two would pay for every request twice and delete each other's
+calls log). A failed or interrupted run leaves no usage summary, not even an earlier run's.
+
 From the command line the terminal shows one live line per notebook (its progress, model calls,
 an ETA; `memlife.progress`) and whatever the project itself has to say; everything else the kernel,
 its libraries and its subprocesses print or log goes to results/<profile>/logs/NAME.log.
@@ -104,13 +108,40 @@ def _output_to(log_path: Path):
         terminal.close()
 
 
+class NotebookBusy(RuntimeError):
+    """Another process is running this notebook under this profile."""
+
+
+@contextlib.contextmanager
+def notebook_lock(lay: paths.Layout, name: str):
+    """One run of a notebook per profile at a time. Two would send every request twice (the
+    in-flight ones are not shared), write one NAME.running.ipynb, and delete each other's calls
+    log. The lock is flock on results/<profile>/logs/NAME.lock: the kernel releases it when its
+    holder dies in any way, so a killed run never leaves a stale lock behind."""
+    import fcntl
+
+    path = lay.run_logs / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "a process that has not said"
+            raise NotebookBusy(f"{name} [{lay.profile}] is already running ({holder}; lock {path}): wait for it "
+                               f"to finish or stop it, then run again (replies it received are cached)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
 def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: str = "python3",
                  quiet: bool = False) -> dict:
     """Execute notebook `name` under `profile`; returns its usage summary (also written to
     results/<profile>/usage/NAME.json). `quiet`: the terminal gets one live progress line, and everything the
     kernel prints or logs goes to its log file (the command line's default)."""
-    import papermill as pm
-
     check_paper_profile(profile, name)
 
     root = Path(root) if root else paths.repo_root()
@@ -119,6 +150,14 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such notebook")
     params = config.notebook_params(profile, name, root)
+    with notebook_lock(lay, name):
+        return _run_locked(name, profile, root, lay, src, params, kernel, quiet)
+
+
+def _run_locked(name: str, profile: str, root: Path, lay: paths.Layout, src: Path, params: dict,
+                kernel: str, quiet: bool) -> dict:
+    import papermill as pm
+
     out = lay.notebooks / f"{name}.ipynb"
     running = out.with_name(f"{name}.running.ipynb")
     failed = out.with_name(f"{name}.FAILED.ipynb")
@@ -130,8 +169,10 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     notices_path = lay.run_logs / f"{name}.notices.jsonl"
     progress_path = lay.run_logs / f"{name}.progress.json"
     outputs_path = lay.run_logs / f"{name}.outputs.jsonl"
-    for stale in (calls_log, log_path, notices_path, progress_path, outputs_path):
-        stale.unlink(missing_ok=True)  # each describes this run only
+    usage_path = lay.usage / f"{name}.json"
+    # Each describes this run only: a failed run leaves no summary of an earlier one behind.
+    for stale in (calls_log, usage_path, log_path, notices_path, progress_path, outputs_path):
+        stale.unlink(missing_ok=True)
     channels = {"MEMLIFE_RUN": name, progress.NOTICES_ENV: str(notices_path),
                 progress.OUTPUTS_ENV: str(outputs_path),  # the kernel inherits them
                 # one spending ledger for every notebook of a `make` (which sets it), else this one's
@@ -163,18 +204,38 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
                "outputs": progress.read_outputs(outputs_path, root),
                "notices": progress.read_notices(notices_path),
                "log": str(log_path.relative_to(root)) if log_path.exists() else None}
-    (lay.usage / f"{name}.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    usage_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Ctrl-C, in this process or (the terminal signals both) in the kernel's running cell."""
+    return isinstance(exc, KeyboardInterrupt) or getattr(exc, "ename", None) == "KeyboardInterrupt"
 
 
 def _run_command(args) -> int:
     quiet = not verbose()
     try:
+        paths.layout(args.profile)
+    except ValueError as exc:  # said once, here, not again from the failure report below
+        print(f"{args.notebook}: {exc}", file=sys.stderr)
+        return 2
+    try:
         s = run_notebook(args.notebook, args.profile, quiet=quiet)
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:
         lay = paths.layout(args.profile)
         log = lay.run_logs / f"{args.notebook}.log"
         failed = lay.notebooks / f"{args.notebook}.FAILED.ipynb"
+        if isinstance(exc, NotebookBusy):  # the other run's files are its own: nothing here to point at
+            print(exc, file=sys.stderr)
+            return 1
+        if _interrupted(exc):
+            # The kernel's traceback says nothing the user needs: where the work stands does.
+            print(f"{args.notebook} [{args.profile}] interrupted; replies already received are cached, so running "
+                  f"it again resumes without paying for them twice"
+                  + (f"; the cells executed so far: {failed.relative_to(lay.root)}" if failed.exists() else ""),
+                  file=sys.stderr)
+            return 130
         print(f"{args.notebook} [{args.profile}] FAILED: {type(exc).__name__}: {str(exc).strip()[-2000:]}",
               file=sys.stderr)
         print(f"  the executed cells: {failed.relative_to(lay.root) if failed.exists() else '(none)'}"
@@ -250,7 +311,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
         ap.add_argument("--since", type=float, help="only notebooks run after this Unix time")
         args = ap.parse_args(argv[1:])
-        llm.configure(args.profile)  # the cap the run held
+        try:
+            llm.configure(args.profile)  # the cap the run held
+        except (ValueError, llm.LLMError) as exc:
+            print(f"summary: {exc}", file=sys.stderr)
+            return 2
         print(summary(args.profile, since=args.since))
         return 0
     ap = argparse.ArgumentParser(prog="python -m memlife.runner", description=__doc__,

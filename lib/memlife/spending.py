@@ -14,6 +14,7 @@ profile (a cap may span several makes: set MEMLIFE_SPEND_RUN yourself); `make cl
 """
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import time
@@ -76,6 +77,9 @@ def _spent(con: sqlite3.Connection, run: str) -> float:
 
 def reserve(worst_usd: float, cap_usd: float, *, role: str, model: str) -> int:
     """Reserve `worst_usd` against the run's cap; the reservation's id, or CapReached."""
+    if not (math.isfinite(cap_usd) and cap_usd >= 0 and math.isfinite(worst_usd) and worst_usd >= 0):
+        # nan compares false with everything: `spent + worst > nan` would never refuse a call
+        raise ValueError(f"spending cap ${cap_usd} / reservation ${worst_usd}: both must be finite numbers >= 0")
     run = run_id()
     with closing(_connect()) as con:
         # BEGIN IMMEDIATE takes the write lock first: two processes cannot both read the same

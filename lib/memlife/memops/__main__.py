@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.file.is_file():
         print(f"{args.file}: no such file", file=sys.stderr)
         return 2
+    unreadable = _unreadable(args.file)
+    if unreadable:
+        print(unreadable, file=sys.stderr)
+        return 1
     bad = validate_file(args.file)
     for iid, reasons in bad:
         for r in reasons:
@@ -88,6 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _unreadable(path: Path) -> str | None:
+    """Why a JSONL file cannot be checked at all (bytes that are not UTF-8, no line), else None:
+    an empty file would otherwise pass every gate."""
+    from .schema import InstanceFileError, jsonl_lines
+
+    try:
+        lines = jsonl_lines(path)
+    except InstanceFileError as exc:
+        return str(exc)
+    return None if lines else f"{path}: no JSON lines: an empty file passes nothing"
+
+
 def _score(args) -> int:
     from .metrics import ResponsesFileError, score_file
     from .schema import InstanceFileError
@@ -95,6 +111,10 @@ def _score(args) -> int:
     for path in (args.instances, args.responses):
         if not path.is_file():
             print(f"{path}: no such file", file=sys.stderr)
+            return 1
+        unreadable = _unreadable(path)
+        if unreadable:
+            print(unreadable, file=sys.stderr)
             return 1
     try:
         rows = score_file(args.instances, args.responses, args.out)

@@ -286,14 +286,25 @@ def parse_line(line: str, *, source: str = "<string>", lineno: int = 0) -> Insta
         ) from exc
 
 
+def jsonl_lines(path) -> list[tuple[int, str]]:
+    """(line number, text) of every non-blank line of a JSONL file; a line that is not UTF-8 is an
+    InstanceFileError naming the file, line and column, not a UnicodeDecodeError from deep inside."""
+    out = []
+    with open(path, "rb") as fh:
+        for i, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InstanceFileError(f"{path}:{i}: column {exc.start + 1}: byte 0x{raw[exc.start]:02x} "
+                                        "is not UTF-8 (JSONL files are UTF-8)") from None
+            if line.strip():
+                out.append((i, line))
+    return out
+
+
 def load_instances(path) -> list[Instance]:
     """Read a JSONL file of instances; a bad line raises InstanceFileError naming it."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if line.strip():
-                out.append(parse_line(line, source=str(path), lineno=i))
-    return out
+    return [parse_line(line, source=str(path), lineno=i) for i, line in jsonl_lines(path)]
 
 
 def user_turn_text(instance: Instance, span: Span) -> str | None:
