@@ -220,12 +220,16 @@ def _run_command(args) -> int:
     except ValueError as exc:  # said once, here, not again from the failure report below
         print(f"{args.notebook}: {exc}", file=sys.stderr)
         return 2
+    started = time.time()
     try:
         s = run_notebook(args.notebook, args.profile, quiet=quiet)
     except (Exception, KeyboardInterrupt) as exc:
         lay = paths.layout(args.profile)
-        log = lay.run_logs / f"{args.notebook}.log"
-        failed = lay.notebooks / f"{args.notebook}.FAILED.ipynb"
+        # Only this run's files: a run refused before its kernel started wrote neither, and an
+        # earlier run's would describe another failure.
+        log, failed = (p if p.exists() and p.stat().st_mtime >= started - 1 else None
+                       for p in (lay.run_logs / f"{args.notebook}.log",
+                                 lay.notebooks / f"{args.notebook}.FAILED.ipynb"))
         if isinstance(exc, NotebookBusy):  # the other run's files are its own: nothing here to point at
             print(exc, file=sys.stderr)
             return 1
@@ -233,13 +237,13 @@ def _run_command(args) -> int:
             # The kernel's traceback says nothing the user needs: where the work stands does.
             print(f"{args.notebook} [{args.profile}] interrupted; replies already received are cached, so running "
                   f"it again resumes without paying for them twice"
-                  + (f"; the cells executed so far: {failed.relative_to(lay.root)}" if failed.exists() else ""),
+                  + (f"; the cells executed so far: {failed.relative_to(lay.root)}" if failed else ""),
                   file=sys.stderr)
             return 130
         print(f"{args.notebook} [{args.profile}] FAILED: {type(exc).__name__}: {str(exc).strip()[-2000:]}",
               file=sys.stderr)
-        print(f"  the executed cells: {failed.relative_to(lay.root) if failed.exists() else '(none)'}"
-              + (f"; the kernel's log: {log.relative_to(lay.root)}" if quiet and log.exists() else ""),
+        print(f"  the executed cells: {failed.relative_to(lay.root) if failed else '(none)'}"
+              + (f"; the kernel's log: {log.relative_to(lay.root)}" if quiet and log else ""),
               file=sys.stderr)
         return 1
     print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
