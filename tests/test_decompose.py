@@ -89,9 +89,10 @@ def test_command_writes_the_same_table_from_parquet_and_csv(tmp_path):
     assert a == (tmp_path / "b.csv").read_text()
     lines = a.splitlines()
     assert lines[0] == ",".join(d.DECOMPOSITION_COLUMNS)
-    assert lines[1].startswith("fifo,8000,topk,r,j,8,6,4,2,1,1,0.666")
+    # 4 questions, 2 seeds each: 8 observations
+    assert lines[1].startswith("fifo,8000,topk,r,j,4,8,6,4,2,1,1,0.666")
     # The undefined two-bin share is an empty field, not 0.
-    assert lines[2] == "no_evict,8000,topk,r,j,4,3,0,0,0,0,,0.75"
+    assert lines[2] == "no_evict,8000,topk,r,j,4,4,3,0,0,0,0,,0.75"
 
 
 def test_command_runs_as_a_module(tmp_path):

@@ -6,6 +6,7 @@ from statsmodels.stats.multitest import multipletests
 
 from memlife import evict
 from memlife.restore import analyses as a
+from memlife.restore import arms
 from memlife.restore import decompose as d
 from restore_simulate import simulate_records
 
@@ -50,7 +51,7 @@ def test_regime_gap_by_hand():
     rows += observed("q3", *f, "forced_gold", False, False, evicted=0)
     rows += observed("q4", *f, "forced_gold", True)
     boot = a.cell_bootstrap(obs_of(rows), n_boot=2000, seed=0)
-    r2 = a.regime_gap(boot)
+    r2 = a.regime_gap(boot, min_clusters=1)
     assert len(r2) == 1
     row = r2.iloc[0]
     assert row.recoverable_share_topk == pytest.approx(2 / 3)
@@ -58,6 +59,11 @@ def test_regime_gap_by_hand():
     assert row.gap == pytest.approx(2 / 3)
     assert row.gap_low <= row.gap <= row.gap_high
     assert row.family_size == 1
+    # top-k's share rests on q1-q3, forced-gold's on q1 and q2: 2 questions, marked at the default
+    assert row.n_questions == 2 and not row.few_questions
+    marked = a.regime_gap(boot).iloc[0]
+    assert marked.few_questions and np.isnan(marked.gap_low) and np.isnan(marked.gap_high)
+    assert marked.gap == row.gap and marked.p_value == row.p_value
 
 
 def test_regime_gap_holm_is_statsmodels_holm_within_each_reader_and_judge():
@@ -75,16 +81,16 @@ def test_regime_gap_holm_is_statsmodels_holm_within_each_reader_and_judge():
 def test_shares_point_estimates_are_the_decomposition():
     obs = d.observations(simulate_records(25, rng_seed=1))
     boot = a.cell_bootstrap(obs, n_boot=300, seed=0)
-    r1 = a.shares(boot)
+    r1 = a.shares(boot, min_clusters=1)
     dec = d.decompose(obs)
     pd.testing.assert_series_equal(r1["two_bin_share"], dec["two_bin_share"], check_names=False)
     pd.testing.assert_series_equal(r1["accuracy"], dec["accuracy"], check_names=False)
     # The per-question sums add up to the cell counts.
     np.testing.assert_array_equal(boot.sums.sum(axis=0)[:, 0], dec["n_observations"])
     # Same seed, same intervals; another seed, other intervals.
-    again = a.shares(a.cell_bootstrap(obs, n_boot=300, seed=0))
+    again = a.shares(a.cell_bootstrap(obs, n_boot=300, seed=0), min_clusters=1)
     pd.testing.assert_frame_equal(r1, again)
-    other = a.shares(a.cell_bootstrap(obs, n_boot=300, seed=1))
+    other = a.shares(a.cell_bootstrap(obs, n_boot=300, seed=1), min_clusters=1)
     assert not np.allclose(r1["two_bin_share_low"].fillna(0), other["two_bin_share_low"].fillna(0))
 
 
@@ -107,7 +113,7 @@ def test_matched_accuracy_by_hand():
     for q in ("q1", "q2", "q3", "q4"):
         rows += observed(q, evict.CONTROL, b, "topk", False, True, evicted=2)
     boot = a.cell_bootstrap(obs_of(rows), n_boot=1000, seed=0)
-    r3 = a.matched_accuracy(boot, tolerance=0.1)
+    r3 = a.matched_accuracy(boot, tolerance=0.1, min_clusters=1)
     matched = r3[r3["comparison"] == "matched_pair"]
     assert matched[["policy_a", "policy_b"]].values.tolist() == [["fifo", "random"]]
     m = matched.iloc[0]
@@ -119,6 +125,10 @@ def test_matched_accuracy_by_hand():
     assert control.loc["redundancy", "difference"] == pytest.approx(1.0)
     # Control minus redundancy is 1 on every question: no resample can reach 0.
     assert control.loc["redundancy", "dissociates"]
+    # Four questions: at the default floor no interval is printed and nothing dissociates
+    marked = a.matched_accuracy(boot, tolerance=0.1)
+    assert (marked["n_questions"] == 4).all() and marked["few_questions"].all()
+    assert marked[["low", "high", "half_width"]].isna().all().all() and not marked["dissociates"].any()
     # A wider tolerance admits the redundancy pairs too.
     wide = a.matched_accuracy(boot, tolerance=0.25)
     assert (wide["comparison"] == "matched_pair").sum() == 3
@@ -319,9 +329,14 @@ def test_load_run_reads_a_profiles_records_and_picks_the_headline_reader_and_jud
     with pytest.raises(FileNotFoundError, match="run notebooks/22_read_restore.ipynb first"):
         a.load_run("smoke")
     rec = simulate_records(5, judges=("deterministic", "zz-llm-judge"))
-    path = d.records_path(paths.layout("smoke").run)
-    path.parent.mkdir(parents=True)
-    rec.to_parquet(path, index=False)
+    legacy = d.legacy_records_path(paths.layout("smoke").run)
+    legacy.parent.mkdir(parents=True)
+    rec.to_parquet(legacy, index=False)
+    with pytest.raises(FileNotFoundError, match="single records file from before per-reader records"):
+        a.load_run("smoke")
+    legacy.unlink()
+    path = d.records_dir(paths.layout("smoke").run)
+    arms.write_records(rec, path)
     run = a.load_run("smoke")
     assert run.path == path and len(run.records) == len(rec)
     assert (run.reader, run.judge) == (rec["reader"].iloc[0], "zz-llm-judge")  # an LLM judge over the scorer
@@ -345,3 +360,79 @@ def test_a_control_cell_emptied_by_unlabelled_observations_has_no_contrast_and_a
         r3 = a.matched_accuracy(boot, tolerance=1.0)
     ctl = r3[r3["comparison"] == "control"]
     assert list(ctl["budget"]) == [30000]
+
+
+def test_a_share_interval_from_fewer_questions_than_the_floor_is_left_empty_and_counted():
+    """fifo@8000 top-k: 3 questions with a restore-corrected error (q1 irreversible, q2 and q3
+    recoverable) of 25 in the cell; with a floor of 20 its two-bin interval is empty while the
+    accuracy interval (25 questions) stays."""
+    qs = [f"q{i:02d}" for i in range(25)]
+    rows = clean(*qs)
+    rows += observed("q00", "fifo", 8000, "topk", False, True, evicted=1)
+    rows += observed("q01", "fifo", 8000, "topk", False, True, evicted=0)
+    rows += observed("q02", "fifo", 8000, "topk", False, True, evicted=0)
+    for q in qs[3:]:
+        rows += observed(q, "fifo", 8000, "topk", True)
+    r1 = a.shares(a.cell_bootstrap(obs_of(rows), n_boot=300, seed=0))
+    row = r1.iloc[0]
+    assert row.n_questions == 25 and row.two_bin_share_questions == 3 and row.accuracy_questions == 25
+    assert row.two_bin_share == pytest.approx(1 / 3)
+    assert np.isnan(row.two_bin_share_low) and np.isnan(row.two_bin_share_high)
+    assert row.accuracy_low <= row.accuracy <= row.accuracy_high
+    assert r1.attrs["min_clusters"] == a.MIN_CLUSTERS == 20
+
+
+def test_a_paper_vs_ours_share_from_few_errors_says_anecdotal_instead_of_a_number():
+    """fifo top-k at the smallest budget has 3 restore-corrected errors: "anecdotal", no share; the
+    placebo row rests on 25 tested errors and keeps its share, with its n."""
+    rows = clean(*[f"q{i:02d}" for i in range(4)])
+    rows += observed("q00", "fifo", 8000, "topk", False, True, evicted=1)
+    rows += observed("q01", "fifo", 8000, "topk", False, True, evicted=0)
+    rows += observed("q02", "fifo", 8000, "topk", False, True, evicted=2)
+    rows += observed("q03", "fifo", 8000, "topk", True)
+    rows += observed("q00", "fifo", 8000, "forced_gold", False, True, evicted=1)
+    obs = obs_of(rows)
+    boot = a.cell_bootstrap(obs, n_boot=200, seed=0)
+    r1, r2 = a.shares(boot), a.regime_gap(boot)
+    reader, judge = obs["reader"].iloc[0], obs["judge"].iloc[0]
+    t = a.paper_vs_ours_decomposition(r1, r2, obs, reader, judge).set_index("quantity")
+    fifo = t.loc["two-bin share, top-k, fifo @ paper 8k"]
+    assert fifo.ours_n == 3 and np.isnan(fifo.ours) and np.isnan(fifo.ours_low)
+    assert fifo.evidence == f"anecdotal (3 < {a.MIN_ERRORS})"
+    assert t.loc["R2 Holm rejections", "evidence"].startswith("anecdotal")
+    assert t.loc["oracle-answerable questions N", "ours"] == 4 and t.loc["oracle-answerable questions N", "evidence"] == ""
+    placebo = pd.DataFrame([dict(reader=reader, judge=judge, regime="topk", n_errors_tested=25,
+                                 n_placebo_flips=5, n_restore_flips=20)])
+    rob = a.paper_vs_ours_robustness(pd.DataFrame(columns=["comparison", "dissociates", "difference"]),
+                                     a.reader_residuals(obs), pd.DataFrame(), pd.DataFrame(), placebo,
+                                     reader=reader).set_index("quantity")
+    row = rob.loc["placement placebo: errors flipped to correct"]
+    assert row.ours == pytest.approx(0.2) and row.ours_n == 25 and row.evidence == ""
+
+
+def test_resolution_is_the_half_width_scaled_to_80_percent_power():
+    r3 = pd.DataFrame([dict(reader="r", judge="j", budget=8000, comparison="control", policy_a="control",
+                            policy_b="fifo", n_questions=300, difference=0.05, half_width=0.02,
+                            dissociates=True),
+                       dict(reader="r", judge="j", budget=8000, comparison="matched_pair", policy_a="fifo",
+                            policy_b="random", n_questions=5, difference=0.0, half_width=np.nan,
+                            dissociates=False)])
+    res = a.resolution(r3)
+    # (1.959964 + 0.841621) / 1.959964 = 1.429408
+    assert res.loc[0, "mdd"] == pytest.approx(0.02 * 1.429408, rel=1e-5)
+    assert np.isnan(res.loc[1, "mdd"])
+    assert res["paper_resolution_low"].eq(0.012).all() and res["paper_resolution_high"].eq(0.06).all()
+
+
+def test_r3_contrasts_the_papers_three_baseline_policies_nine_control_contrasts():
+    """The paper's R3: the control in all 9 contrasts (3 baselines x 3 budgets); LLM-importance,
+    in the records and in R2's 12 cells, is not in R3's family unless asked for."""
+    obs = d.observations(simulate_records(25, seeds=(0,), rng_seed=2))
+    boot = a.cell_bootstrap(obs, n_boot=200, seed=0)
+    r3 = a.matched_accuracy(boot, tolerance=0.02)
+    control = r3[r3["comparison"] == "control"]
+    assert len(control) == 9 and set(control["policy_b"]) == {"fifo", "random", "redundancy"}
+    assert "importance" not in set(r3["policy_a"]) | set(r3["policy_b"])
+    assert len(a.regime_gap(boot)) == 12
+    wide = a.matched_accuracy(boot, tolerance=0.02, policies=evict.BASELINE_POLICIES)
+    assert (wide["comparison"] == "control").sum() == 12

@@ -155,8 +155,8 @@ def test_records_follow_the_contract(dataset, tmp_path):
     # gold and "I don't know" are always decided: the deterministic label is its own
     assert det["judge_raw"].isin([answer_judge.CORRECT, answer_judge.INCORRECT]).all()
     assert (det["correct"] == (det["judge_raw"] == answer_judge.CORRECT)).all()
-    path = arms.write_records(df, tmp_path)
-    assert path == tmp_path / "restore" / "records.parquet"
+    [path] = arms.write_records(df, tmp_path)
+    assert path == tmp_path / "fake-reader.parquet"
     back = pd.read_parquet(path)
     pd.testing.assert_frame_equal(back, df)
 

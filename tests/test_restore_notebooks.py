@@ -13,6 +13,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from memlife.restore import arms
 from restore_simulate import simulate_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,9 +26,7 @@ def _scratch_root(tmp_path: Path, records=None) -> Path:
     (tmp_path / "configs").mkdir()
     shutil.copy(ROOT / "configs" / "smoke.yaml", tmp_path / "configs")  # the notebooks' profile
     if records is not None:
-        out = tmp_path / "results" / "smoke" / "restore"
-        out.mkdir(parents=True)
-        records.to_parquet(out / "records.parquet", index=False)
+        arms.write_records(records, tmp_path / "results" / "smoke" / "restore" / "records")
     return tmp_path
 
 

@@ -230,7 +230,7 @@ def test_the_command_runs_a_reference_subject(isolated_llm, fault_server, monkey
     monkeypatch.setenv("MEMLIFE_SCORER_MODEL", "fake-scorer")
     out = tmp_path / "out"
     assert cli.main(["run", "--profile", "smoke", "--reader", "gold", "--out", str(out)]) == 0
-    rec = decompose.load_records(out / "records.parquet")
+    rec = decompose.load_records(out / "records")
     assert set(rec["reader"]) == {"gold (reference)"} and rec["correct"].all()
     assert set(rec["policy"].dropna()) == set(evict.POLICIES)
     # no reader prompt reached the endpoint: only the importance scorer's

@@ -1,8 +1,10 @@
 """Command line:
 
-- `python -m memlife.restore decompose RECORDS --out CSV`
+- `python -m memlife.restore decompose RECORDS --out CSV`: RECORDS a records file or a records
+  directory (every reader's file, as `run` and notebook 22 write them).
 - `python -m memlife.restore run --profile P --reader NAME --out DIR`: notebooks 20-22 for a
-  profile, writing DIR/records.parquet (memlife.restore.pipeline).
+  profile, writing DIR/records/<reader>.parquet (memlife.restore.pipeline); a second reader's
+  run into the same DIR adds its file beside the first.
 - `python -m memlife.restore judge-cases FILE [--oracle JSON]`: the deterministic judge's error
   rates per question type on hand-graded cases (memlife.restore.answer_judge), as a markdown table.
 
@@ -24,15 +26,16 @@ def main(argv: list[str] | None = None) -> int:
         "decompose",
         help="per policy x budget x regime x reader x judge: irreversible / recoverable / residual",
     )
-    dec.add_argument("records", help="restore records, .parquet or .csv (DESIGN.md contract)")
+    dec.add_argument("records", help="restore records, .parquet or .csv (DESIGN.md contract), or a "
+                                     "directory of per-reader record files")
     dec.add_argument("--out", required=True, help="CSV to write")
     run = sub.add_parser("run", help="notebooks 20-22 from the command line: data, eviction, reads, "
-                                     "records (DIR/records.parquet)")
+                                     "records (DIR/records/<reader>.parquet)")
     run.add_argument("--profile", required=True, help="configs/PROFILE.yaml supplies every parameter")
     run.add_argument("--reader", default="llm",
                      help="'llm' (the profile's reader role: the embedded model unless an endpoint "
                           "is configured) or a reference subject's name")
-    run.add_argument("--out", required=True, help="directory for records.parquet")
+    run.add_argument("--out", required=True, help="directory for records/<reader>.parquet")
     cases = sub.add_parser("judge-cases", help="the deterministic judge's per-type error rates on "
                                                "hand-graded LongMemEval cases, as markdown")
     cases.add_argument("cases", help="cases YAML (tests/data/longmemeval_judge_cases.yaml)")

@@ -1,6 +1,6 @@
 """The restore paper's analyses (Section 5, Appendix C) over per-question observations.
 
-Every function takes the observations that `decompose.observations` builds from records.parquet
+Every function takes the observations that `decompose.observations` builds from the records (every reader's file)
 (the same code path as `python -m memlife.restore decompose`), so every number in a table is
 recomputed from the records.
 
@@ -10,6 +10,8 @@ recomputed from the records.
 - R3 `matched_accuracy`: policy pairs within a budget whose accuracies match within a tolerance;
   paired clustered-bootstrap interval of the difference in irreversible rate; and the
   destructive control against each policy, which shows whether the test has power.
+- R3 `resolution`: per contrast the interval half-width and the minimal detectable difference,
+  beside the paper's 1.2-6 pp.
 - R4 `residual_by_type`, `reader_residuals`, `compare_reader_residuals`: residual errors by
   question type and by reader, each reader named (which has more is read off the data).
 - `judge_agreement`, `audit_agreement`: percent agreement and Cohen's kappa between every pair of
@@ -32,11 +34,11 @@ import numpy as np
 import pandas as pd
 
 from .. import paper_reference, stats
-from ..evict import BASELINE_POLICIES, CONTROL, FIFO, NO_EVICT
+from ..evict import BASELINE_POLICIES, CONTROL, FIFO, NO_EVICT, RANDOM, REDUNDANCY
 from ..paper_reference import PAPER_BUDGETS
 from .answer_judge import UNDECIDED
 from .decompose import (CELL, CORE_ARMS, COUNT_COLUMNS, DETERMINISTIC_JUDGE, decompose, is_audit_judge, load_records,
-                        observations, records_path, sort_cells)
+                        legacy_records_path, observations, records_dir, sort_cells)
 
 # name -> (numerator, denominator columns summed); all are ratios of per-observation counts.
 SHARES = {
@@ -48,6 +50,18 @@ SHARES = {
     "accuracy": ("n_correct", ("n_observations",)),
 }
 _S = {c: i for i, c in enumerate(COUNT_COLUMNS)}
+# Below this many questions (the clusters every interval resamples) a percentile interval says
+# little about its own coverage: the interval is left empty and the row says how many there were
+# (notebook 25 checks coverage at the same floor).
+MIN_CLUSTERS = 20
+# R3's family is the paper's: its three baseline policies (FIFO, random, redundancy-aware) at three
+# budgets, "0 of 9 accuracy-matched baseline pairs" and the control "in all 9 contrasts" (5.3).
+# LLM-importance came in a later grid (Appendix A: N=332 beside the baseline's 336) and is in R2's
+# 12 evicting cells, not in R3; pass `policies=BASELINE_POLICIES` to contrast it too.
+R3_POLICIES = (FIFO, RANDOM, REDUNDANCY)
+# A paper-vs-ours share (or agreement) from fewer errors (or items) than this is reported as
+# "anecdotal", not as a number to set beside the paper's.
+MIN_ERRORS = 20
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,17 @@ class CellBootstrap:
         den = sum(sums[:, :, _S[c]] for c in den_cols)
         return stats.safe_ratio(num.sum(0), den.sum(0)), stats.ratio_replicates(self.counts, num, den)
 
+    def clusters(self, name: str, cell_idx: np.ndarray | list[int] | None = None,
+                 mask: np.ndarray | None = None) -> np.ndarray:
+        """Per cell, how many questions add to SHARES[name]'s denominator: the clusters its
+        interval rests on."""
+        _, den_cols = SHARES[name]
+        idx = np.arange(len(self.cells)) if cell_idx is None else np.asarray(cell_idx)
+        den = sum(self.sums[:, idx, _S[c]] for c in den_cols)
+        if mask is not None:
+            den = den * np.asarray(mask, dtype=np.float64)[:, None]
+        return (den > 0).sum(0)
+
 
 def cell_bootstrap(obs: pd.DataFrame, n_boot: int, seed: int) -> CellBootstrap:
     cells = decompose(obs)
@@ -86,24 +111,36 @@ def cell_bootstrap(obs: pd.DataFrame, n_boot: int, seed: int) -> CellBootstrap:
     return CellBootstrap(cells, qids, sums, stats.cluster_counts(len(qids), n_boot, seed))
 
 
-def shares(boot: CellBootstrap, level: float = 0.95) -> pd.DataFrame:
-    """R1: the decomposition table plus every share with its percentile interval."""
-    out = boot.cells.copy()
+def shares(boot: CellBootstrap, level: float = 0.95, min_clusters: int = MIN_CLUSTERS) -> pd.DataFrame:
+    """R1: the decomposition table plus every share with its percentile interval, the questions
+    in the cell (`n_questions`) and, per share, the questions its interval rests on
+    (`<share>_questions`: those adding to its denominator). An interval from fewer than
+    `min_clusters` questions is left empty."""
+    out = boot.cells.copy()  # n_questions: decompose's
     for name in SHARES:
         est, rep = boot.ratio(name)
         lo, hi = stats.percentile_interval(rep, level)
+        nq = boot.clusters(name)
+        few = nq < min_clusters
+        lo, hi = np.where(few, np.nan, lo), np.where(few, np.nan, hi)
         out[name], out[f"{name}_low"], out[f"{name}_high"] = est, lo, hi
+        out[f"{name}_questions"] = nq
+    out.attrs["min_clusters"] = min_clusters
     return out
 
 
 def regime_gap(boot: CellBootstrap, policies=BASELINE_POLICIES, alpha: float = 0.05,
-               level: float = 0.95) -> pd.DataFrame:
+               level: float = 0.95, min_clusters: int = MIN_CLUSTERS) -> pd.DataFrame:
     """R2: recoverable share (recoverable / restore-corrected errors, i.e. 1 - two-bin share)
     under top-k minus under forced-gold, per evicting policy x budget, for each reader and judge.
 
     Holm runs across the evicting cells of one reader and judge (12 at paper scale). A gap whose
     shares are undefined (no restore-corrected errors) gets p = 1 and stays in the family, so the
     family size does not depend on the data.
+
+    `n_questions` is the fewer of the two regimes' questions with a restore-corrected error (the
+    clusters each share rests on); below `min_clusters` the gap's interval is left empty and
+    `few_questions` is set (the p-value and Holm decision stay, marked).
     """
     c = boot.cells
     rows = []
@@ -122,6 +159,9 @@ def regime_gap(boot: CellBootstrap, policies=BASELINE_POLICIES, alpha: float = 0
         # recoverable share = 1 - two-bin share, so the gap is (1 - t) - (1 - f) = f - t.
         gap, rep = est_f - est_t, rep_f - rep_t
         lo, hi = stats.percentile_interval(rep, level)
+        nq = np.minimum(boot.clusters("two_bin_share", idx_t), boot.clusters("two_bin_share", idx_f))
+        few = nq < min_clusters
+        lo, hi = np.where(few, np.nan, lo), np.where(few, np.nan, hi)
         p = stats.bootstrap_pvalue(rep)
         reject, p_adj = stats.holm(p, alpha)
         for i, (policy, budget, _, _) in enumerate(pairs):
@@ -129,24 +169,28 @@ def regime_gap(boot: CellBootstrap, policies=BASELINE_POLICIES, alpha: float = 0
                 policy=policy, budget=budget, reader=reader, judge=judge,
                 recoverable_share_topk=1 - est_t[i], recoverable_share_forced_gold=1 - est_f[i],
                 gap=gap[i], gap_low=lo[i], gap_high=hi[i], p_value=p[i], p_holm=p_adj[i],
-                holm_reject=bool(reject[i]), family_size=len(pairs),
+                holm_reject=bool(reject[i]), family_size=len(pairs), n_questions=int(nq[i]),
+                few_questions=bool(few[i]),
             ))
     cols = ["policy", "budget", "reader", "judge", "recoverable_share_topk",
             "recoverable_share_forced_gold", "gap", "gap_low", "gap_high", "p_value", "p_holm",
-            "holm_reject", "family_size"]
+            "holm_reject", "family_size", "n_questions", "few_questions"]
     out = pd.DataFrame(rows, columns=cols)
     return sort_cells(out).reset_index(drop=True) if len(out) else out
 
 
 def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk",
-                     policies=BASELINE_POLICIES, control: str | None = CONTROL,
-                     level: float = 0.95) -> pd.DataFrame:
+                     policies=R3_POLICIES, control: str | None = CONTROL,
+                     level: float = 0.95, min_clusters: int = MIN_CLUSTERS) -> pd.DataFrame:
     """R3: per reader, judge and budget — every policy pair whose cell accuracies differ by at most
     `tolerance` ("matched_pair"), and the control against every policy ("control").
 
     The statistic is the difference in irreversible rate (irreversible errors per oracle-answerable
     observation) over the questions both cells observed, with a paired question-clustered interval.
-    A pair dissociates when its interval excludes 0.
+    A pair dissociates when its interval excludes 0. `n_questions` counts the shared questions
+    that are oracle-answerable in either cell (the clusters the interval rests on); below
+    `min_clusters` the interval is left empty, `few_questions` is set and the pair does not
+    count as dissociating.
 
     The control is the positive control that shows the test has power, so a requested control
     that the records lack in every reader × judge × budget is an error, not "0 of 0 contrasts";
@@ -188,26 +232,54 @@ def matched_accuracy(boot: CellBootstrap, tolerance: float, regime: str = "topk"
                 s[:, ib, _S["irreversible"]], s[:, ib, _S["n_oracle_answerable"]], level)
             ra = stats.safe_ratio(s[:, ia, _S["irreversible"]].sum(), s[:, ia, _S["n_oracle_answerable"]].sum())
             rb = stats.safe_ratio(s[:, ib, _S["irreversible"]].sum(), s[:, ib, _S["n_oracle_answerable"]].sum())
+            nq = int(((s[:, ia, _S["n_oracle_answerable"]] + s[:, ib, _S["n_oracle_answerable"]]) > 0).sum())
+            few = nq < min_clusters
+            low, high = (np.nan, np.nan) if few else (res.low, res.high)
             rows.append(dict(
                 reader=reader, judge=judge, budget=budget, regime=regime, comparison=kind,
                 policy_a=a, policy_b=b, accuracy_a=acc[a], accuracy_b=acc[b],
                 accuracy_gap=acc[a] - acc[b], n_shared_questions=int(shared.sum()),
                 irreversible_rate_a=float(ra), irreversible_rate_b=float(rb),
-                difference=res.estimate, low=res.low, high=res.high,
-                half_width=(res.high - res.low) / 2, p_value=res.p_value,
-                dissociates=res.excludes_zero,
+                difference=res.estimate, low=low, high=high,
+                half_width=(high - low) / 2, p_value=res.p_value,
+                dissociates=bool(res.excludes_zero and not few), n_questions=nq, few_questions=few,
             ))
     cols = ["reader", "judge", "budget", "regime", "comparison", "policy_a", "policy_b",
-            "accuracy_a", "accuracy_b", "accuracy_gap", "n_shared_questions",
+            "accuracy_a", "accuracy_b", "accuracy_gap", "n_shared_questions", "n_questions", "few_questions",
             "irreversible_rate_a", "irreversible_rate_b", "difference", "low", "high",
             "half_width", "p_value", "dissociates"]
     return pd.DataFrame(rows, columns=cols)
 
 
+# Abstract and Section 6: "no difference in irreversible rate is detected among tested policy pairs
+# at a resolution of 1.2-6 percentage points" (read as the range of the matched pairs' resolution).
+PAPER_R3_RESOLUTION = (0.012, 0.06)
+
+
+def resolution(r3: pd.DataFrame, level: float = 0.95, power: float = 0.8) -> pd.DataFrame:
+    """R3's resolution, measured: per contrast of :func:`matched_accuracy` (computed at `level`),
+    the interval's half-width and the minimal detectable difference (`mdd`): the true difference
+    in irreversible rate that a two-sided test at 1 - `level` detects with probability `power`,
+    (z_(1+level)/2 + z_power) x SE, with SE = half-width / z_(1+level)/2 (the normal reading of
+    the clustered percentile interval). Beside them the paper's 1.2-6 pp (:data:`PAPER_R3_RESOLUTION`).
+    A contrast marked `few_questions` has no interval, hence no resolution."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf((1 + level) / 2))
+    out = r3[["reader", "judge", "budget", "comparison", "policy_a", "policy_b", "n_questions",
+              "difference", "half_width", "dissociates"]].copy()
+    out["mdd"] = out["half_width"] * (z + float(norm.ppf(power))) / z
+    out["paper_resolution_low"], out["paper_resolution_high"] = PAPER_R3_RESOLUTION
+    out.attrs.update(level=level, power=power)
+    return out.reset_index(drop=True)
+
+
 def residual_by_type(obs: pd.DataFrame) -> pd.DataFrame:
     """R4: oracle-answerable errors and residual errors per cell and question type."""
-    g = obs.groupby([*CELL, "question_type"], sort=False)[
-        ["n_oracle_answerable", "n_errors", "residual"]].sum().reset_index()
+    by = obs.groupby([*CELL, "question_type"], sort=False)
+    g = by[["n_oracle_answerable", "n_errors", "residual"]].sum()
+    g.insert(0, "n_questions", by["question_id"].nunique())
+    g = g.reset_index()
     g["residual_share"] = stats.safe_ratio(g["residual"], g["n_errors"])
     return sort_cells(g, extra=["question_type"]).reset_index(drop=True)
 
@@ -218,11 +290,13 @@ def reader_residuals(obs: pd.DataFrame, policy: str = NO_EVICT, budget: int | No
     no-evict at the largest budget under forced-gold). `budget` None = the largest present."""
     sel = obs[(obs["policy"] == policy) & (obs["regime"] == regime)]
     if sel.empty:
-        return pd.DataFrame(columns=["reader", "judge", "policy", "budget", "regime",
+        return pd.DataFrame(columns=["reader", "judge", "policy", "budget", "regime", "n_questions",
                                      "n_oracle_answerable", "n_errors", "residual"])
     budget = int(sel["budget"].max()) if budget is None else budget
     sel = sel[sel["budget"] == budget]
-    g = sel.groupby(["reader", "judge"], sort=True)[["n_oracle_answerable", "n_errors", "residual"]].sum()
+    by = sel.groupby(["reader", "judge"], sort=True)
+    g = by[["n_oracle_answerable", "n_errors", "residual"]].sum()
+    g.insert(0, "n_questions", by["question_id"].nunique())
     g = g.reset_index()
     g.insert(2, "policy", policy)
     g.insert(3, "budget", budget)
@@ -426,13 +500,21 @@ class RunRecords:
 
 
 def load_run(profile: str, reader: str = "", judge: str = "") -> RunRecords:
-    """The records 22_read_restore wrote for `profile`, checked against the contract, their
+    """The records 22_read_restore wrote for `profile` (every reader's file: one run per reader adds
+    its own), checked against the contract, their
     observations, and the headline reader and judge (`reader`, `judge`: empty = :func:`pick`'s
     choice). A missing file says which notebook writes it."""
     from .. import paths
 
-    path = records_path(paths.layout(profile).run)
-    if not path.is_file():
+    run_dir = paths.layout(profile).run
+    path = records_dir(run_dir)
+    if not path.is_dir() or not any(path.iterdir()):
+        legacy = legacy_records_path(run_dir)
+        if legacy.is_file():
+            raise FileNotFoundError(
+                f"{legacy} is a single records file from before per-reader records: rerun "
+                f"notebooks/22_read_restore.ipynb (it writes {path}/<reader>.parquet), or move the "
+                f"file there under its reader's name (decompose.reader_records_path)")
         raise FileNotFoundError(
             f"{path} does not exist: run notebooks/22_read_restore.ipynb first "
             f"(make PROFILE={profile} ... runs it before this notebook)."
@@ -499,9 +581,9 @@ def table1(r1: pd.DataFrame, reader: str, judge: str) -> pd.DataFrame:
     t["paper_budget"] = t["budget"].map(lambda b: pb[int(b)]).astype("Int64")
     ref = paper_two_bin_shares()
     t = t.merge(ref[ref["regime"] == "topk"].drop(columns="regime"), on=["policy", "paper_budget"], how="left")
-    cols = ["policy", "budget", "paper_budget", "n_observations", "n_oracle_answerable", "n_errors",
-            "irreversible", "recoverable", "residual", "two_bin_share", "two_bin_share_low",
-            "two_bin_share_high", "paper_two_bin_share", "accuracy"]
+    cols = ["policy", "budget", "paper_budget", "n_questions", "n_observations", "n_oracle_answerable",
+            "n_errors", "irreversible", "recoverable", "residual", "two_bin_share", "two_bin_share_questions",
+            "two_bin_share_low", "two_bin_share_high", "paper_two_bin_share", "accuracy"]
     return sort_cells(t[cols]).reset_index(drop=True)
 
 
@@ -511,16 +593,37 @@ def oracle_answerable_questions(obs: pd.DataFrame, reader: str, judge: str) -> i
     return int(o.loc[o["clean_correct"].astype(bool), "question_id"].nunique())
 
 
-def _row(quantity, paper_key, ours, low=np.nan, high=np.nan, our_cell="", **where):
+def _row(quantity, paper_key, ours, low=np.nan, high=np.nan, our_cell="", n=None, min_n=None, **where):
+    """One paper-vs-ours row. `n` is what ours rests on (errors, items, or the questions of the
+    thinnest contrast; stated on every row that has one); below `min_n` ours is not a finding:
+    the value and interval are left empty and `evidence` says "anecdotal"."""
     f = [x for x in paper_reference.RESTORE_FIGURES
          if x.key == paper_key and all(getattr(x, k) == v for k, v in where.items())][0]
+    evidence = ""
+    if n is not None and min_n is not None and n < min_n:
+        ours, low, high, evidence = np.nan, np.nan, np.nan, f"anecdotal ({n} < {min_n})"
     return dict(quantity=quantity, paper=f.value, paper_source=f.section, ours=ours,
-                ours_low=low, ours_high=high, our_cell=our_cell)
+                ours_low=low, ours_high=high, ours_n=pd.NA if n is None else int(n),
+                evidence=evidence, our_cell=our_cell)
+
+
+PAPER_VS_OURS_COLUMNS = ("quantity", "paper", "paper_source", "ours", "ours_low", "ours_high",
+                         "ours_n", "evidence", "our_cell")
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    out = pd.DataFrame(rows, columns=list(PAPER_VS_OURS_COLUMNS))
+    out["ours_n"] = out["ours_n"].astype("Int64")
+    return out
 
 
 def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.DataFrame,
                                 reader: str, judge: str) -> pd.DataFrame:
-    """R1 and R2 headline figures: the paper's beside ours (our budgets mapped by rank)."""
+    """R1 and R2 headline figures: the paper's beside ours (our budgets mapped by rank).
+
+    A two-bin share rests on its cell's restore-corrected errors (`ours_n`); from fewer than
+    :data:`MIN_ERRORS` it is "anecdotal". The R2 Holm count is anecdotal when any of its gaps
+    rests on fewer than :data:`MIN_CLUSTERS` questions (`regime_gap`'s `few_questions`)."""
     t = r1[(r1["reader"] == reader) & (r1["judge"] == judge)]
     budgets = sorted({int(b) for b in t["budget"]})
     rows = []
@@ -533,19 +636,26 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
             rows.append(_row(f"two-bin share, top-k, {p} @ paper {paper_b // 1000}k",
                              "two_bin_share", c.two_bin_share, c.two_bin_share_low,
                              c.two_bin_share_high, f"{p}@{ours_b} topk",
+                             n=int(c.irreversible + c.recoverable), min_n=MIN_ERRORS,
                              policy=p, budget=paper_b, regime="topk"))
     fg = t[(t["regime"] == "forced_gold") & t["policy"].isin(BASELINE_POLICIES)]
     if len(fg):
+        errors = fg["irreversible"] + fg["recoverable"]
+        enough = fg[errors >= MIN_ERRORS]
         rows.append(_row("forced-gold two-bin share, min over evicting cells", "two_bin_share",
-                         float(fg["two_bin_share"].min()), our_cell=f"{len(fg)} cells",
-                         policy=FIFO, budget=PAPER_BUDGETS[0], regime="forced_gold"))
+                         float(enough["two_bin_share"].min()) if len(enough) else np.nan,
+                         our_cell=f"{len(enough)} of {len(fg)} cells with >= {MIN_ERRORS} errors",
+                         n=int(errors.max()) if len(enough) == 0 else int(errors[enough.index].min()),
+                         min_n=MIN_ERRORS, policy=FIFO, budget=PAPER_BUDGETS[0], regime="forced_gold"))
     g = r2[(r2["reader"] == reader) & (r2["judge"] == judge)]
     if len(g):
         rows.append(_row("R2 Holm rejections", "r2_holm_rejections", int(g["holm_reject"].sum()),
-                         our_cell=f"of {len(g)} evicting cells"))
-    rows.append(_row("oracle-answerable questions N", "oracle_answerable_n",
-                     oracle_answerable_questions(obs, reader, judge), our_cell=f"reader {reader}"))
-    return pd.DataFrame(rows)
+                         our_cell=f"of {len(g)} evicting cells; fewest questions per gap",
+                         n=int(g["n_questions"].min()), min_n=MIN_CLUSTERS))
+    n_oracle = oracle_answerable_questions(obs, reader, judge)
+    rows.append(_row("oracle-answerable questions N", "oracle_answerable_n", n_oracle,
+                     our_cell=f"reader {reader}", n=n_oracle))
+    return _frame(rows)
 
 
 def paper_vs_ours_robustness(r3: pd.DataFrame, residuals: pd.DataFrame, agreement: pd.DataFrame,
@@ -557,41 +667,55 @@ def paper_vs_ours_robustness(r3: pd.DataFrame, residuals: pd.DataFrame, agreemen
     R4 names its readers: `reader` (the headline reader) stands beside the paper's primary
     reader, the other reader beside the paper's second (stronger) one, and the row says which
     of ours has more residuals (:func:`compare_reader_residuals`). The audit row is `judge`
-    against the deterministic scorer (:func:`audit_agreement`)."""
+    against the deterministic scorer (:func:`audit_agreement`).
+
+    `ours_n` is what each figure rests on: for R3 the questions of its thinnest contrast
+    ("anecdotal" below :data:`MIN_CLUSTERS`), for shares and agreement the errors or items
+    ("anecdotal" below :data:`MIN_ERRORS`), for R4 the residual count itself."""
     m = r3[r3["comparison"] == "matched_pair"]
     ctl = r3[r3["comparison"] == "control"]
+
+    def fewest(rows):
+        return int(rows["n_questions"].min()) if len(rows) else None
+
     rows = [
-        _row("R3 accuracy-matched pairs", "r3_matched_pairs", len(m)),
-        _row("R3 matched pairs that dissociate", "r3_dissociating_pairs", int(m["dissociates"].sum())),
+        _row("R3 accuracy-matched pairs", "r3_matched_pairs", len(m), n=fewest(m), min_n=MIN_CLUSTERS,
+             our_cell="fewest questions per pair"),
+        _row("R3 matched pairs that dissociate", "r3_dissociating_pairs", int(m["dissociates"].sum()),
+             n=fewest(m), min_n=MIN_CLUSTERS, our_cell="fewest questions per pair"),
         _row("R3 max |difference| among matched pairs", "r3_max_abs_difference",
-             float(m["difference"].abs().max()) if len(m) else np.nan),
+             float(m["difference"].abs().max()) if len(m) else np.nan, n=fewest(m), min_n=MIN_CLUSTERS),
         _row("R3 control contrasts detected", "r3_control_detected", int(ctl["dissociates"].sum()),
-             our_cell=f"of {len(ctl)} control contrasts"),
+             our_cell=f"of {len(ctl)} control contrasts", n=fewest(ctl), min_n=MIN_CLUSTERS),
     ]
     cmp = compare_reader_residuals(residuals, reader)
     rows.append(_row("R4 residual, primary reader", "r4_residual_primary_reader",
                      cmp.primary_residual if cmp else np.nan,
                      our_cell=f"{cmp.primary}: {cmp.cell}" if cmp else "no residual cell",
-                     policy=NO_EVICT))
+                     n=cmp.primary_residual if cmp else None, policy=NO_EVICT))
     rows.append(_row("R4 residual, second reader (paper: the stronger)", "r4_residual_stronger_reader",
                      cmp.second_residual if cmp and cmp.second is not None else np.nan,
-                     our_cell=cmp.describe() if cmp else "needs a second reader", policy=NO_EVICT))
+                     our_cell=cmp.describe() if cmp else "needs a second reader",
+                     n=cmp.second_residual if cmp and cmp.second is not None else None, policy=NO_EVICT))
     a = audit_agreement(agreement, judge)
     for q, key, col in (("judge agreement", "judge_percent_agreement", "percent_agreement"),
                         ("judge Cohen's kappa", "judge_cohen_kappa", "cohen_kappa")):
         rows.append(_row(q, key, float(a[col]) if a is not None else np.nan,
                          our_cell=f"{a['judge_a']} vs {a['judge_b']}" if a is not None
-                         else "needs a second judge"))
+                         else "needs a second judge",
+                         n=int(a["n_items"]) if a is not None else None, min_n=MIN_ERRORS))
     # Forced-gold rows flip nothing by construction (the arm is the policy context there).
     if "regime" in surviving.columns:
         surviving = surviving[surviving["regime"] == "topk"]
+    tested = int(surviving["n_irreversible_tested"].sum()) if len(surviving) else 0
     rows.append(_row("surviving-gold restore: irreversible that become recoverable",
                      "surviving_gold_recoverable_share",
-                     float(surviving["n_become_recoverable"].sum() / surviving["n_irreversible_tested"].sum())
-                     if len(surviving) and surviving["n_irreversible_tested"].sum() else np.nan,
-                     our_cell="top-k" if len(surviving) else "needs arm restore_surviving"))
+                     float(surviving["n_become_recoverable"].sum() / tested) if tested else np.nan,
+                     our_cell="top-k" if len(surviving) else "needs arm restore_surviving",
+                     n=tested if len(surviving) else None, min_n=MIN_ERRORS))
+    tested = int(placebo["n_errors_tested"].sum()) if len(placebo) else 0
     rows.append(_row("placement placebo: errors flipped to correct", "placebo_flip_share",
-                     float(placebo["n_placebo_flips"].sum() / placebo["n_errors_tested"].sum())
-                     if len(placebo) and placebo["n_errors_tested"].sum() else np.nan,
-                     our_cell="" if len(placebo) else "needs arm placebo"))
-    return pd.DataFrame(rows)
+                     float(placebo["n_placebo_flips"].sum() / tested) if tested else np.nan,
+                     our_cell="" if len(placebo) else "needs arm placebo",
+                     n=tested if len(placebo) else None, min_n=MIN_ERRORS))
+    return _frame(rows)

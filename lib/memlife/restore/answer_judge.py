@@ -911,6 +911,17 @@ def is_rubric(question_type: str, answer: str) -> bool:
     return question_type == PREFERENCE and bool(_RUBRIC.search(str(answer)))
 
 
+def numeric_kind(question: str, answer) -> str | None:
+    """The kind of value a numeric answer asks for ("count", "money", "duration", "date", ...), as
+    :func:`grade` reads it (the first acceptable alternative with a numeric key); None when the
+    answer is not decided by a number."""
+    for alt in alternatives(str(answer)):
+        key = _numeric_key(alt, str(question))
+        if key is not None:
+            return key.kind
+    return None
+
+
 def abstains(hypothesis: str) -> bool:
     """The reply says it does not know or will not answer: in its first sentence, or anywhere
     when the reply is short."""

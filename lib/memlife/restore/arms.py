@@ -58,7 +58,7 @@ from memlife.longmem import Question
 from memlife.paper_reference import PAPER_BUDGETS
 from memlife.restore import answer_judge, prompts
 from memlife.restore.decompose import (  # ARMS: also the records' sort order
-    ARMS, AUDIT_JUDGE_PREFIX, DETERMINISTIC_JUDGE, records_path)
+    ARMS, AUDIT_JUDGE_PREFIX, DETERMINISTIC_JUDGE, reader_records_path)
 from memlife.units import Unit
 
 RECORD_COLUMNS = ("question_id", "question_type", "policy", "budget", "regime", "seed", "reader",
@@ -346,8 +346,21 @@ def combine(*frames: pd.DataFrame) -> pd.DataFrame:
     return to_frame([row for f in frames for row in f.to_dict("records")])
 
 
-def write_records(df: pd.DataFrame, run_dir) -> Path:
-    path = records_path(run_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(path, index=False)
-    return path
+def write_records(df: pd.DataFrame, directory) -> list[Path]:
+    """Each reader's rows to its own file in ``directory`` (:func:`decompose.reader_records_path`;
+    notebook 22 passes :func:`decompose.records_dir` of the run), replacing only that reader's
+    earlier records: another reader's file stays beside it and the loader reads them together.
+    Two reader names that map to one file name are refused rather than one overwriting the other."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for reader, rows in df.groupby("reader", sort=True):
+        path = reader_records_path(directory, reader)
+        if path.is_file():
+            held = set(pd.read_parquet(path, columns=["reader"])["reader"].astype(str))
+            if held != {reader}:
+                raise ValueError(f"{path} holds reader(s) {sorted(held)}, not {reader!r}: two reader "
+                                 "names share one file name; rename one or move the file")
+        rows.reset_index(drop=True).to_parquet(path, index=False)
+        paths.append(path)
+    return paths

@@ -417,12 +417,13 @@ def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level:
     out.insert(2, "paper_budget", [paper_reference.paper_budget(int(b), budgets) for b in out["budget"]])
     out["paper_budget"] = out["paper_budget"].astype("Int64")
     out = out.merge(analyses.paper_two_bin_shares(), on=["policy", "paper_budget", "regime"], how="left")
-    cols = ["policy", "budget", "paper_budget", "regime", "reader", "n_observations", "n_oracle_answerable",
+    cols = ["policy", "budget", "paper_budget", "regime", "reader", "n_questions", "n_observations", "n_oracle_answerable",
             "n_errors", "irreversible", "recoverable", "residual",
             "accuracy", "accuracy_low", "accuracy_high",
             "irreversible_rate", "irreversible_rate_low", "irreversible_rate_high",
             "recoverable_rate", "recoverable_rate_low", "recoverable_rate_high",
-            "two_bin_share", "two_bin_share_low", "two_bin_share_high", "paper_two_bin_share"]
+            "two_bin_share", "two_bin_share_questions", "two_bin_share_low", "two_bin_share_high",
+            "paper_two_bin_share"]
     return out[cols].reset_index(drop=True)
 
 

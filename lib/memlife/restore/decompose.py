@@ -14,6 +14,7 @@ two_bin_share = irreversible / (irreversible + recoverable), undefined when both
 """
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -41,7 +42,7 @@ DETERMINISTIC_JUDGE = "deterministic"
 # sample of items, so they are an agreement check (analyses.judge_agreement), never a cell.
 AUDIT_JUDGE_PREFIX = "audit:"
 DECOMPOSITION_COLUMNS = (
-    *CELL, "n_observations", "n_oracle_answerable", "n_errors", "irreversible", "recoverable",
+    *CELL, "n_questions", "n_observations", "n_oracle_answerable", "n_errors", "irreversible", "recoverable",
     "residual", "two_bin_share", "accuracy",
 )
 # The per-observation indicators that every bootstrap statistic is a ratio of.
@@ -71,15 +72,44 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def records_path(run_dir: str | Path) -> Path:
-    """Where a run's restore records live: 22_read_restore writes them (`arms.write_records`),
-    23_decomposition and 24_robustness read them (`analyses.load_run`)."""
+def records_dir(run_dir: str | Path) -> Path:
+    """Where a run's restore records live: one file per reader, ``<reader>.parquet``
+    (:func:`reader_records_path`). 22_read_restore writes its reader's file
+    (`arms.write_records`), so a second reader's run adds its records beside the first's instead
+    of replacing them; 23_decomposition and 24_robustness read the directory whole
+    (:func:`load_records`, `analyses.load_run`)."""
+    return Path(run_dir) / "restore" / "records"
+
+
+def legacy_records_path(run_dir: str | Path) -> Path:
+    """The single records file of runs before per-reader files (refused, with what to do)."""
     return Path(run_dir) / "restore" / "records.parquet"
 
 
+def reader_slug(reader: str) -> str:
+    """A file name for a reader's records: its name with anything but letters, digits, '.', '-'
+    and '_' replaced by '_' ("gold (reference)" -> "gold_reference")."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", str(reader)).strip("_.")
+    if not slug:
+        raise ValueError(f"reader {reader!r} gives no usable file name")
+    return slug
+
+
+def reader_records_path(directory: str | Path, reader: str) -> Path:
+    return Path(directory) / f"{reader_slug(reader)}.parquet"
+
+
 def load_records(path: str | Path) -> pd.DataFrame:
-    """Read records from parquet or CSV and check them against the contract."""
+    """Read records from parquet or CSV, or every reader's file of a records directory
+    (:func:`records_dir`) concatenated, and check them against the contract.
+
+    A directory's files must hold one reader each, no reader in two files, and every reader must
+    have read the same grid (question x policy x budget x seed x regime of the policy arm): a
+    file left from a run with other parameters would otherwise be compared as if it were a
+    second reader of the same experiment."""
     path = Path(path)
+    if path.is_dir():
+        return _load_records_dir(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such records file")
     if path.suffix == ".parquet":
@@ -91,6 +121,39 @@ def load_records(path: str | Path) -> pd.DataFrame:
     else:
         raise RecordsError(f"{path}: records must be .parquet or .csv")
     return normalize_records(df, source=str(path))
+
+
+def _grid(rec: pd.DataFrame) -> set[tuple]:
+    pol = rec[rec["arm"] == "policy"]
+    return set(pol[["question_id", "policy", "budget", "seed", "regime"]].astype(str).itertuples(index=False, name=None))
+
+
+def _load_records_dir(directory: Path) -> pd.DataFrame:
+    files = sorted(p for p in directory.iterdir() if p.suffix in (".parquet", ".csv") and p.is_file())
+    if not files:
+        raise FileNotFoundError(f"{directory}: no records files (<reader>.parquet) in it")
+    frames, owner, grids = [], {}, {}
+    for f in files:
+        rec = load_records(f)
+        readers = sorted(rec["reader"].unique())
+        if len(readers) != 1:
+            raise RecordsError(f"{f}: a reader's records file holds {len(readers)} readers {readers}; "
+                               "expected exactly one")
+        reader = readers[0]
+        if reader in owner:
+            raise RecordsError(f"{f}: reader {reader!r} is also in {owner[reader]}; remove one of the two")
+        owner[reader], grids[reader] = f, _grid(rec)
+        frames.append(rec.drop(columns="_row"))
+    first = next(iter(owner))
+    for reader, f in owner.items():
+        only = grids[reader] ^ grids[first]
+        if only:
+            example = dict(zip(("question_id", "policy", "budget", "seed", "regime"), sorted(only)[0]))
+            raise RecordsError(
+                f"{f}: reader {reader!r} read a different grid than {owner[first]} ({len(only)} policy "
+                f"cell(s) in one file only, e.g. {example}): both readers must run 22_read_restore with "
+                "the same profile; rerun the stale one or remove its file")
+    return normalize_records(pd.concat(frames, ignore_index=True), source=str(directory))
 
 
 def normalize_records(df: pd.DataFrame, source: str = "records") -> pd.DataFrame:
@@ -273,13 +336,17 @@ def sort_cells(df: pd.DataFrame, extra: list[str] | None = None) -> pd.DataFrame
 
 def decompose(obs: pd.DataFrame) -> pd.DataFrame:
     """One row per policy x budget x regime x reader x judge (DECOMPOSITION_COLUMNS)."""
-    g = obs.groupby(list(CELL), sort=False, dropna=False)[list(COUNT_COLUMNS)].sum().reset_index()
+    by = obs.groupby(list(CELL), sort=False, dropna=False)
+    g = by[list(COUNT_COLUMNS)].sum()
+    # the clusters every interval of the cell resamples (seed replicates of a question are one)
+    g["n_questions"] = by["question_id"].nunique()
+    g = g.reset_index()
     g["two_bin_share"] = g["irreversible"] / (g["irreversible"] + g["recoverable"]).where(
         lambda d: d > 0
     )
     g["accuracy"] = g["n_correct"] / g["n_observations"]
     g = sort_cells(g).reset_index(drop=True)
-    for c in COUNT_COLUMNS:
+    for c in (*COUNT_COLUMNS, "n_questions"):
         g[c] = g[c].astype(int)
     return g[list(DECOMPOSITION_COLUMNS)]
 

@@ -242,9 +242,10 @@ class RunResult:
 
 
 def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunResult:
-    """Notebooks 20–22 for ``profile`` with the named reader, writing ``out/records.parquet``
-    (and ``out/evictions.parquet``, ``out/importance.parquet``); nothing else is written but the
-    llm cache and usage log."""
+    """Notebooks 20–22 for ``profile`` with the named reader, writing ``out/records/<reader>.parquet``
+    (:func:`memlife.restore.arms.write_records`: another reader's file in ``out/records`` stays, and
+    ``decompose.load_records(out / "records")`` reads both), ``out/evictions.parquet`` and
+    ``out/importance.parquet``; nothing else is written but the llm cache and usage log."""
     reader_factory(reader_name)  # before any work: a typo costs nothing
     p = params(profile)
     llm.configure(profile, track="restore")
@@ -269,6 +270,5 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     reading = read_and_judge(reads, plan, questions, reader, reader_max_tokens=p.reader_max_tokens,
                              judge_audit_items=p.judge_audit_items, seed=p.seed)
     log(reading.audit_note)
-    path = out / "records.parquet"
-    reading.records.to_parquet(path, index=False)
+    [path] = arms.write_records(reading.records, out / "records")
     return RunResult(path, reading.records, plan.naive_calls, plan.distinct_calls, reading.audit_note)

@@ -1,9 +1,10 @@
-"""The restore paper's Appendix D prompts: reader, judge, importance scorer.
+"""Reconstructions of the restore paper's Appendix D prompts: reader, judge, importance scorer.
 
-The source we have is a summary of the paper; it describes each prompt's content (below, in
-the docstrings) but does not quote them, so the texts here are reconstructed from that
-description, sentence for sentence, and are pinned by SHA-256 in tests/test_restore_arms.py:
-any edit is deliberate and changes every cache key downstream.
+These are not the paper's prompts. The text we work from is a summary of the paper: it describes
+each prompt's content (quoted in the comments below) but does not print the prompts, so the
+texts here are rebuilt from that description, sentence for sentence, keeping every constraint it
+states; the wording is ours. They are pinned by SHA-256 in tests/test_restore_arms.py: any edit
+is deliberate and changes every cache key downstream.
 
 Decoding (Appendix D): temperature 0; max tokens 600 (reader), 16 (judge), 4 (importance).
 Session ids are hidden from reader and judge; units are rendered as newline-joined snippets.
