@@ -1,8 +1,9 @@
-"""The LLM judge's labels in Tables 3-5 beside the scorer's, and judge-scorer agreement, on
-hand-made records whose numbers are worked out by hand, then end to end through evaluate.run
-with a stand-in judge."""
+"""The LLM judge in Tables 3-5: it labels what the scorer left undecided, and its agreement with
+the scorer on the rest it saw; on hand-made records whose numbers are worked out by hand, then end
+to end through evaluate.run with a stand-in judge."""
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -15,29 +16,32 @@ from test_memops_systems import _C, _EchoClient  # the reader's and the judge's 
 HERE = Path(__file__).parent
 INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.json").read_text()))
 OPS = {"remember": "Remember", "forget": "Forget"}
-SCORER = ("accuracy", "op_f1", "provenance", "leakage", "stale", "reflect")
+SCORER = ("accuracy", "operation", "provenance", "leakage", "stale", "reflect")
 
 
-def _rec(op_type, malformed, scorer, judge, valid=True):
-    """One record: the scorer's six labels and, unless `judge` is None, the judge's six."""
+def _rec(op_type, malformed, scorer, judge, valid=True, undecided=()):
+    """One record: the scorer's six labels (those in `undecided` left undecided: None, named in
+    the `undecided` column) and, unless `judge` is None, the judge's six."""
+    labels = dict(zip(SCORER, scorer))
+    labels.update({k: None for k in undecided})
     rec = {"Method": "ours: m (Adjacent)", "system": "m", "setting": "adjacent", "op_type": op_type,
-           "probe_type": "OperationTrace", "malformed": malformed, **dict(zip(SCORER, scorer))}
+           "probe_type": "OperationTrace", "malformed": malformed, **labels,
+           "op_f1": 1.0 if labels["operation"] else 0.4, "undecided": ",".join(undecided)}
     if judge is not None:
         rec.update(judge_valid=valid, judge_raw="...", **{f"judge_{k}": v for k, v in zip(metrics.JUDGE_LABELS, judge)})
     return rec
 
 
-# scorer: accuracy, op_f1, provenance, leakage, stale, reflect
-# judge:  accuracy, operation, provenance, leakage, stale, reflect
+# scorer and judge: accuracy, operation, provenance, leakage, stale, reflect
 RECORDS = [
-    _rec("remember", False, (True, 1.0, True, None, False, None), (True, True, True, None, False, None)),
-    _rec("remember", False, (True, 0.5, False, False, None, None), (False, True, False, False, None, None)),
+    _rec("remember", False, (True, True, True, None, False, None), (True, True, True, None, False, None)),
+    _rec("remember", False, (True, True, False, False, None, None), (False, True, False, False, None, None)),
     # the judge calls leakage NA where the scorer applies it: one_na, not a pair
-    _rec("forget", False, (False, 0.4, False, True, None, None), (False, False, True, None, None, None)),
+    _rec("forget", False, (False, False, False, True, None, None), (False, False, True, None, None, None)),
     # a malformed reply: the judge's leak and stale labels on it do not apply (the scorer's convention)
-    _rec("forget", True, (False, 0.0, False, None, None, None), (False, False, False, True, False, None)),
+    _rec("forget", True, (False, False, False, None, None, None), (False, False, False, True, False, None)),
     # a judge reply that did not parse: counted as invalid, in no pair and no mean
-    _rec("forget", False, (True, 1.0, True, None, None, None), (None,) * 6, valid=False),
+    _rec("forget", False, (True, True, True, None, None, None), (None,) * 6, valid=False),
 ]
 
 
@@ -54,7 +58,7 @@ def test_agreement_by_hand_counts_invalid_replies_apart():
     assert acc["n"] == 4 and acc["agreement"] == pytest.approx(0.75)
     assert acc["kappa"] == pytest.approx((0.75 - 0.5) / (1 - 0.5))
     assert acc["scorer_rate"] == pytest.approx(0.5) and acc["judge_rate"] == pytest.approx(0.25)
-    # operation: the scorer's F1 >= 0.5 (1.0, 0.5 | 0.4, 0.0) against the judge's T T F F: all agree
+    # operation: the scorer's binary label (T T F F) against the judge's T T F F: all agree
     assert agr.loc["operation", "agreement"] == 1.0 and agr.loc["operation", "kappa"] == pytest.approx(1.0)
     # provenance: scorer T F F F, judge T F T F -> .75, pe .25*.5 + .75*.5 = .5
     assert agr.loc["provenance", "agreement"] == pytest.approx(0.75)
@@ -81,46 +85,70 @@ def test_agreement_by_group():
     assert (o["judged"], o["invalid"], o["n"], o["agreement"]) == (2, 0, 2, 0.5)
 
 
-def test_table3_judge_rows_beside_the_scorer_rows():
+def test_table3_with_a_judge_shows_its_agreement_on_the_sample():
     t = metrics.table3_rows(RECORDS, ["Method"])
-    assert list(t[metrics.LABELS_COLUMN]) == ["scorer", "judge"]
-    assert list(t.columns) == ["Method", "labels", "Accuracy", "Operation F1", metrics.OPERATION_BINARY, "Provenance",
-                               "Leakage", "Stale Value", "Reflect Precision", "Malformed", "n", metrics.JUDGE_INVALID]
-    scorer, judge = t.iloc[0], t.iloc[1]
-    assert scorer["Accuracy"] == pytest.approx(3 / 5) and judge["Accuracy"] == pytest.approx(1 / 4)
-    # the judge's operation label is binary: never in the Operation F1 column
-    assert math.isnan(judge["Operation F1"]) and judge[metrics.OPERATION_BINARY] == pytest.approx(2 / 4)
-    assert scorer["Operation F1"] == pytest.approx((1 + 0.5 + 0.4 + 0 + 1) / 5)
-    assert scorer[metrics.OPERATION_BINARY] == pytest.approx(3 / 5)  # F1 >= 0.5
-    assert judge["Provenance"] == pytest.approx(2 / 4)
-    # leakage over the well-formed replies it applies to: scorer F, T; judge F (NA and malformed left out)
-    assert scorer["Leakage"] == pytest.approx(0.5) and judge["Leakage"] == 0.0
-    assert judge["Stale Value"] == 0.0 and math.isnan(judge["Reflect Precision"])
-    assert scorer["Malformed"] == judge["Malformed"] == pytest.approx(1 / 5)
-    assert scorer["n"] == judge["n"] == 5
-    assert judge[metrics.JUDGE_INVALID] == 1 and pd.isna(scorer[metrics.JUDGE_INVALID])
+    assert list(t[metrics.LABELS_COLUMN]) == ["scorer + judge"]
+    row = t.iloc[0]
+    # nothing was undecided: every mean is the scorer's
+    assert row["Accuracy"] == pytest.approx(3 / 5) and row["Operation F1"] == pytest.approx(3 / 5)
+    assert row["Op-F1 (continuous)"] == pytest.approx((1 + 1 + 0.4 + 0.4 + 1) / 5)
+    assert row["Leakage"] == pytest.approx(0.5) and row["n_leakage"] == 2  # malformed: left out
+    assert row["Malformed"] == pytest.approx(1 / 5) and row["Undecided"] == 0.0 and row["n"] == 5
+    # pooled over the six labels of the four valid judge replies: 14 pairs, 12 agree; 5 of 14 are 1
+    # for each rater, so chance agreement (25 + 81) / 196 and kappa (168 - 106) / (196 - 106)
+    assert row["n_judge_pairs"] == 14 and row["Judge agreement"] == pytest.approx(12 / 14)
+    assert row["Judge kappa"] == pytest.approx(62 / 90)
+    assert row[metrics.JUDGE_INVALID] == 1
 
 
-def test_tables_4_and_5_shape_judge_accuracy_rows():
+def test_the_judge_labels_what_the_scorer_left_undecided():
+    recs = [
+        # the scorer could not decide accuracy; the judge says 1
+        _rec("remember", False, (None, True, True, None, None, None), (True, True, True, None, None, None),
+             undecided=("accuracy",)),
+        # undecided, and the judge's reply did not parse: stays unresolved, out of the mean
+        _rec("remember", False, (None, True, True, None, None, None), (None,) * 6, valid=False,
+             undecided=("accuracy",)),
+        _rec("forget", False, (False, True, True, None, None, None), None),
+    ]
+    res = metrics.resolved(recs)
+    assert res["accuracy"].tolist() == [True, None, False]
+    row = metrics.table3_rows(recs, ["Method"]).iloc[0]
+    assert row["Accuracy"] == pytest.approx(1 / 2) and row["n_accuracy"] == 2
+    assert row["Undecided"] == pytest.approx(2 / 3)  # the scorer's share, before the judge
+    # the judge's label on an undecided item is no agreement pair: the scorer said nothing
+    assert metrics.judge_agreement(recs).set_index("label").loc["accuracy", "n"] == 0
+    t4 = metrics.accuracy_table(recs, "op_type", OPS)
+    assert t4[["Remember", "Forget", "n_Remember", "n_Forget"]].iloc[0].tolist() == [1.0, 0.0, 1, 1]
+    assert t4["Undecided"].iloc[0] == pytest.approx(2 / 3)
+    # without a judge the undecided labels are simply out of the means
+    plain = [{k: v for k, v in r.items() if not k.startswith("judge_")} for r in recs]
+    row = metrics.table3_rows(plain, ["Method"]).iloc[0]
+    assert row["Accuracy"] == 0.0 and row["n_accuracy"] == 1 and row["Undecided"] == pytest.approx(2 / 3)
+
+
+def test_tables_4_and_5_say_n_per_cell():
     t4 = metrics.accuracy_table(RECORDS, "op_type", OPS)
-    assert list(t4.columns) == ["Method", "labels", "Remember", "Forget"]
-    scorer, judge = t4.set_index("labels").loc["scorer"], t4.set_index("labels").loc["judge"]
-    assert (scorer["Remember"], scorer["Forget"]) == (1.0, pytest.approx(1 / 3))
-    assert (judge["Remember"], judge["Forget"]) == (0.5, 0.0)  # the invalid reply is in neither
+    assert list(t4.columns) == ["Method", "labels", "Remember", "Forget", "n_Remember", "n_Forget", "Undecided"]
+    row = t4.iloc[0]
+    assert (row["Remember"], row["Forget"]) == (1.0, pytest.approx(1 / 3))
+    assert (row["n_Remember"], row["n_Forget"]) == (2, 3)
     t5 = metrics.accuracy_table(RECORDS, "probe_type", {"OperationTrace": "Operation Trace", "TargetBinding": "Target Binding"})
-    assert list(t5["labels"]) == ["scorer", "judge"] and math.isnan(t5["Target Binding"].iloc[1])
-    assert t5["Operation Trace"].tolist() == [pytest.approx(3 / 5), pytest.approx(1 / 4)]
+    assert math.isnan(t5["Target Binding"].iloc[0]) and t5["n_Target Binding"].iloc[0] == 0
+    assert t5["Operation Trace"].iloc[0] == pytest.approx(3 / 5)
 
 
-def test_without_a_judge_the_tables_are_the_scorers_alone_and_unchanged():
+def test_without_a_judge_the_tables_are_the_scorers_alone():
     plain = [{k: v for k, v in r.items() if not k.startswith("judge_")} for r in RECORDS]
     frame = pd.DataFrame(plain)
     assert not metrics.judged(plain)
     pd.testing.assert_frame_equal(metrics.table3_rows(plain, ["Method"]),
                                   metrics.summarize(plain, ["Method"]).rename(columns=metrics.TABLE3_COLUMNS))
     before = frame.pivot_table(index="Method", columns="op_type", values="accuracy", aggfunc="mean").rename(columns=OPS)
-    pd.testing.assert_frame_equal(metrics.accuracy_table(plain, "op_type", OPS),
-                                  before.reindex(columns=list(OPS.values())).reset_index())
+    t4 = metrics.accuracy_table(plain, "op_type", OPS)
+    assert metrics.LABELS_COLUMN not in t4
+    pd.testing.assert_frame_equal(t4[["Method", *OPS.values()]], before.reindex(columns=list(OPS.values())).reset_index(),
+                                  check_names=False)
     agr = metrics.judge_agreement(plain)
     assert agr.empty and list(agr.columns) == list(metrics.AGREEMENT_COLUMNS)
     # judge columns present but no reply in them (a run without a judge, concatenated): still no judge
@@ -151,7 +179,7 @@ class _Judge:
 def test_judge_labels_flow_from_evaluate_run_into_the_tables(tmp_path):
     judge = _Judge()
     cfg = evaluate.EvalConfig(systems=["long_context", "bm25_turn"], settings=["adjacent", "long_context"],
-                              max_probes=3, judge=True)
+                              max_probes=3, judge=True, judge_sample=1.0)  # every reply in the sample
     evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), judge_client=judge, progress=False)
     records = pd.read_parquet(tmp_path / "records.parquet")  # what notebook 13 reads
     assert len(records) == judge.calls == 12
@@ -166,15 +194,25 @@ def test_judge_labels_flow_from_evaluate_run_into_the_tables(tmp_path):
     assert agr.loc["leakage", "n"] == 0  # the judge called it NA throughout
 
     t3 = metrics.table3_rows(records.assign(Method=records["system"] + " " + records["setting"]), ["Method"])
-    judge_rows = t3[t3[metrics.LABELS_COLUMN] == "judge"]
-    assert len(judge_rows) == 4 and (t3[metrics.LABELS_COLUMN] == "scorer").sum() == 4
-    assert (judge_rows["Accuracy"] == 1.0).all() and (judge_rows[metrics.OPERATION_BINARY] == 0.0).all()
-    assert judge_rows[metrics.JUDGE_INVALID].sum() == invalid
-    assert (t3.loc[t3[metrics.LABELS_COLUMN] == "scorer", "Accuracy"] == 0.0).all()
+    assert len(t3) == 4 and (t3[metrics.LABELS_COLUMN] == "scorer + judge").all()
+    # the scorer decided every label of "ok", so the means are its own; the judge only disagrees
+    assert (t3["Accuracy"] == 0.0).all() and (t3["Undecided"] == 0.0).all()
+    assert t3[metrics.JUDGE_INVALID].sum() == invalid and (t3["n_judge_pairs"] > 0).all()
 
-    t4 = metrics.accuracy_table(records.assign(Method=records["system"]), "op_type", {INSTANCE.op_type: "Op"})
-    assert t4.loc[t4["labels"] == "judge", "Op"].tolist() == [1.0, 1.0]
+    # with no sample and nothing undecided, the judge is asked nothing
+    quiet = _Judge()
+    evaluate.run([INSTANCE], replace(cfg, judge_sample=0.0), tmp_path / "quiet", reader_client=_EchoClient(),
+                 judge_client=quiet, progress=False)
+    assert quiet.calls == 0
 
-    # The judge's columns are what carries its labels: without them there are no judge rows.
+    # The judge's columns are what carries its labels: without them there is no judge.
     plain = records[[c for c in records.columns if not c.startswith("judge_")]]
     assert not metrics.judged(plain) and metrics.judge_agreement(plain).empty
+
+
+def test_the_judge_sample_is_a_fixed_share():
+    recs = [{"system": "s", "setting": "adjacent", "instance_id": f"i{k}", "probe_id": "p1"} for k in range(2000)]
+    picked = [evaluate.judge_sampled(r, 0.2) for r in recs]
+    assert 0.17 < sum(picked) / len(picked) < 0.23 and picked == [evaluate.judge_sampled(r, 0.2) for r in recs]
+    assert evaluate.wants_judge({**recs[0], "undecided": "accuracy"}, 0.0)
+    assert not any(evaluate.judge_sampled(r, 0.0) for r in recs)

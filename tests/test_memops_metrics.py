@@ -111,25 +111,30 @@ def test_leakage_counts_any_mention_of_forgotten_value():
     assert _score("p1", "94114").leakage is None  # p1 is not about a forgotten value
 
 
-# ---------------------------------------------------------------- operation F1
+# ---------------------------------------------------------------- operation identification
 
-def test_operation_f1_is_against_the_probes_own_operations():
+def test_operation_label_is_against_the_gold_trace():
     ops = [
         {"type": "update", "target": "ZIP code", "old_value": "94110", "new_value": "94114"},  # alias match
-        {"type": "forget", "target": "gate code", "old_value": "4471", "new_value": ""},       # not p1's
-        {"type": "remember", "target": "home ZIP code", "old_value": "", "new_value": "94114"},  # wrong type
+        {"type": "forget", "target": "gate code", "old_value": "", "new_value": ""},           # in the trace, not p1's
+        {"type": "remember", "target": "home ZIP code", "old_value": "", "new_value": "94114"},  # no such event
     ]
-    # p1 is about op2 only: 1 matched of 3 predicted and 1 gold, F1 = 2*1/(3+1)
-    assert math.isclose(_score("p1", "94114", ops).op_f1, 0.5)
-    assert _score("p1", "94114", ops[:1]).op_f1 == 1.0  # naming exactly what matters is perfect
-    assert _score("p1", "94114", ops[:1] + ops[:1]).op_f1 == pytest.approx(2 / 3)  # no double match
-    all_ops = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
-               for o in INSTANCE.operations]
-    # every operation of the conversation is not what p1 asked for: 1 of 4 predicted
-    assert _score("p1", "94114", all_ops).op_f1 == pytest.approx(2 * 1 / 5)
-    # p2 is about op2 and op3: the forget now counts
-    assert _score("p2", "94114", ops[:2]).op_f1 == 1.0
-    assert _score("p1", "94114").op_f1 == 0.0
+    # precision against the whole trace 2/3 (the remember is invented), recall of p1's op2 1/1
+    lab = _score("p1", "94114", ops)
+    assert lab.operation is False and lab.op_f1 == pytest.approx(2 * (2 / 3) / (2 / 3 + 1))
+    assert _score("p1", "94114", ops[:1]).operation is True  # naming exactly what matters
+    assert _score("p1", "94114", ops[:2]).operation is True  # another event of the trace is no error
+    assert _score("p1", "94114", ops[:1] + ops[:1]).operation is True  # a repeat invents nothing
+    all_ops = [{"type": o.type, "target": o.target, "old_value": "", "new_value": ""} for o in INSTANCE.operations]
+    # the conversation's whole gold trace identifies every event p1 is about, and invents none
+    whole = _score("p1", "94114", all_ops)
+    assert whole.operation is True and whole.op_f1 == 1.0
+    # p2 is about op2 and op3: naming one of them misses an event (recall 1/2)
+    miss = _score("p2", "94114", ops[:1])
+    assert miss.operation is False and miss.op_f1 == pytest.approx(2 / 3)
+    assert _score("p2", "94114", ops[:2]).operation is True
+    none = _score("p1", "94114")
+    assert none.operation is False and none.op_f1 == 0.0
 
 
 # ---------------------------------------------------------------- provenance
@@ -143,6 +148,28 @@ def test_provenance_overlap():
     assert not _score("p1", "94114").provenance
 
 
+def test_provenance_covers_every_required_span():
+    both = [s.quote for s in PROBES["p2"].provenance]
+    assert len(both) == 2 and _score("p2", "94114", prov=both).provenance
+    # one of the two required pieces of evidence is not the evidence the answer rests on
+    assert not _score("p2", "94114", prov=both[:1]).provenance
+    assert not _score("p2", "94114", prov=both[1:]).provenance
+    # an extra quote does not count against it
+    assert _score("p2", "94114", prov=[*both, "My dentist is Dr. Patel"]).provenance
+
+
+# ---------------------------------------------------------------- leakage in the answer or the operations
+
+def test_leakage_counts_the_predicted_operations():
+    clean = [{"type": "forget", "target": "gate code", "old_value": "", "new_value": ""}]
+    leaky = [{"type": "forget", "target": "gate code", "old_value": "4471", "new_value": ""}]
+    assert _score("p2", "ZIP 94114; no gate code is stored.", clean).leakage is False
+    lab = _score("p2", "ZIP 94114; no gate code is stored.", leaky)
+    assert lab.leakage is True and lab.accuracy is True  # the answer is right; the operation leaks
+    assert _score("p2", "ZIP 94114.", [{"type": "remember", "target": "gate 4471", "old_value": "",
+                                        "new_value": ""}]).leakage is True
+
+
 # ---------------------------------------------------------------- reflect precision
 
 def test_reflect_precision():
@@ -153,6 +180,23 @@ def test_reflect_precision():
     assert _score("p1", "94114").reflect is None
 
 
+def test_reflect_precision_is_scoped_and_reads_the_operations():
+    def op(target, new):
+        return {"type": "reflect", "target": target, "old_value": "", "new_value": new}
+
+    answer = "You prefer quiet spaces for focused work."
+    assert _score("p4", answer, [op("work environment", "prefers quiet spaces")]).reflect is True
+    # filed under the user at large, not the work environment: out of scope
+    out = _score("p4", answer, [op("personality", "prefers quiet spaces")])
+    assert out.reflect is False and out.accuracy is True  # accuracy reads the answer only
+    # the answer is fine, the inferred memory over-generalizes
+    over = _score("p4", answer, [op("work environment", "the user is an introvert")])
+    assert over.reflect is False and over.accuracy is True
+    # the conclusion held as a memory counts as inferred, whatever the answer says
+    held = _score("p4", "I noted it.", [op("noise preference", "likes quiet rooms for work")])
+    assert held.reflect is True and held.accuracy is False
+
+
 # ---------------------------------------------------------------- malformed
 
 def test_malformed_is_its_own_label_not_a_leak_or_a_stale_value():
@@ -160,7 +204,7 @@ def test_malformed_is_its_own_label_not_a_leak_or_a_stale_value():
     assert bad.malformed and "not JSON" in bad.error
     lab = metrics.score(bad, INSTANCE, PROBES["p2"])  # leakage and stale both apply to p2
     assert lab == metrics.Labels(accuracy=False, op_f1=0.0, provenance=False, leakage=None, stale=None,
-                                 reflect=None, malformed=True)
+                                 reflect=None, malformed=True, operation=False)
     assert metrics.score(bad, INSTANCE, PROBES["p4"]).reflect is False  # reflect applies: it fails
     off_schema = parse_response('{"answer": "x", "operations": [{"type": "memorize", "target": "t", "old_value": "", "new_value": ""}], "provenance": []}')
     assert off_schema.malformed and off_schema.error.startswith("schema: operations.0.type")
@@ -177,7 +221,7 @@ def test_a_fenced_reply_parses_as_the_reader_parses_it():
 
 def test_judge_prompt_is_pinned():
     # Changing the judge prompt changes every judged number: do it on purpose, update this pin.
-    pinned = "a0c995fe32d8b0dbd8e8c3c1af621c7c5084dac0ced8f7527e15e7f235b0ce6a"
+    pinned = "33d874ccc72cf070308aae737068eb78808ec556cfa9fb5c93a4ce47754af506"
     assert hashlib.sha256(metrics.JUDGE_PROMPT.encode()).hexdigest() == pinned
     assert metrics.JUDGE_PROMPT_SHA256 == pinned
 

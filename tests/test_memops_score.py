@@ -186,17 +186,20 @@ def test_negation_states_the_new_value_and_not_the_old_one(move):
     assert lab.accuracy is True and lab.stale is False
 
 
-def test_a_perfect_reply_reaches_operation_f1_one(move):
+def test_a_perfect_reply_identifies_the_operations(move):
     inst, probe = move["T000-trajectory-p3"]  # "What is my moving date at this point?"
     own = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
            for o in metrics.gold_operations(inst, probe)]
     every = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
              for o in inst.operations]
     assert len(own) == 2 and len(every) == 5
-    assert label(move, "T000-trajectory-p3", "April 4.", own).op_f1 == 1.0
-    # the conversation's other operations (the gate code, the reflection) are not what the question is
-    # about: precision 2/5, recall 2/2, F1 = 2 * 2 / (2 + 5)
-    assert label(move, "T000-trajectory-p3", "April 4.", every).op_f1 == pytest.approx(2 * 2 / 7)
+    assert label(move, "T000-trajectory-p3", "April 4.", own).operation is True
+    # the conversation's other operations (the gate code, the reflection) are events of the gold trace
+    # too: naming them as well still identifies every event the question is about and invents none
+    # (before: Operation F1 against the probe's own operations, 2 * 2 / (2 + 5))
+    whole = label(move, "T000-trajectory-p3", "April 4.", every)
+    assert whole.operation is True and whole.op_f1 == 1.0
+    assert label(move, "T000-trajectory-p3", "April 4.", own[:1]).operation is False  # one event missed
 
 
 def test_quoting_the_question_back_is_not_provenance(smoke):
@@ -248,10 +251,12 @@ def test_score_file_and_cli_on_good_input(move_build, tmp_path):
     got = metrics.score_file(path, responses)
     assert [r["id"] for r in got] == ["gold", 7, "bad", "fenced"]
     assert got[0] == {"id": "gold", "probe_id": "T000-update-p3", "accuracy": True, "op_f1": 1.0,
-                      "provenance": True, "leakage": None, "stale": False, "reflect": None, "malformed": False}
+                      "provenance": True, "leakage": None, "stale": False, "reflect": None, "malformed": False,
+                      "operation": True}
     assert got[1]["accuracy"] is False and got[1]["stale"] is True
     assert got[2] == {"id": "bad", "probe_id": "T000-forget-p1", "accuracy": False, "op_f1": 0.0,
-                      "provenance": False, "leakage": None, "stale": None, "reflect": None, "malformed": True}
+                      "provenance": False, "leakage": None, "stale": None, "reflect": None, "malformed": True,
+                      "operation": False}
     assert got[3]["reflect"] is True and got[3]["malformed"] is False
 
     out = tmp_path / "labels.jsonl"
@@ -260,7 +265,7 @@ def test_score_file_and_cli_on_good_input(move_build, tmp_path):
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert lines == got
     assert set(lines[0]) == {"id", "probe_id", "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect",
-                             "malformed"}
+                             "malformed", "operation"}
     assert '"leakage": null' in out.read_text().splitlines()[0]
 
 

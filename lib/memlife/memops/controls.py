@@ -46,7 +46,7 @@ RECORD_COLUMNS = (
     "subject", "system", "variant", "setting", "reader_window", "instance_id", "topic_id", "op_type", "probe_id",
     "probe_type", "multi_hop", "confusable", "available", "any_evidence", "outcome", "context_tokens",
     "truncated_tokens", "n_retrieved", "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect",
-    "malformed", "perfect",
+    "malformed", "operation", "undecided", "perfect",
 )
 
 
@@ -111,7 +111,7 @@ def run(instances: list[Instance], cfg: ControlsConfig, store_root: Path, *, pro
                                 labels_cache[key] = metrics.score(r.parsed, inst, probe)
                             lab = labels_cache[key]
                             rows.append({"subject": ref.label(subject), **base, "outcome": r.outcome,
-                                         **lab.as_dict(), "perfect": lab.perfect})
+                                         **lab.as_record(), "perfect": lab.perfect})
                     bar.update(1)
                 release = getattr(system, "release", None)
                 if release is not None:
@@ -120,7 +120,7 @@ def run(instances: list[Instance], cfg: ControlsConfig, store_root: Path, *, pro
             bar.close()
             system.close()
     df = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
-    for col in ("leakage", "stale", "reflect"):
+    for col in ("accuracy", "operation", "provenance", "leakage", "stale", "reflect"):
         df[col] = df[col].astype("boolean")
     return df
 

@@ -32,7 +32,7 @@ RECORD_COLUMNS = (
     "malformed", "parse_error", "answer", "pred_operations", "pred_provenance", "raw",
     "context_tokens", "truncated_tokens", "retrieved", "prompt_tokens", "completion_tokens",
     "request_id", "reader", "variant", "run_key",
-    "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect",
+    "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect", "operation", "undecided",
 )
 
 
@@ -53,6 +53,9 @@ class EvalConfig:
     mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
     extract_max_tokens: int = 384   # the cap on Mem0's and MemOS's own extraction calls
     judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
+    # The judge labels every reply the scorer left a label of undecided, and this share of the
+    # others (a fixed sample, `judge_sampled`), whose labels it is compared with (agreement, kappa).
+    judge_sample: float = 0.2
     # "": the configured reader model reads. A reference subject's name (memlife.subjects: gold,
     # evidence-oracle, noisy-oracle): it reads instead, with no model, through the model-free systems.
     subject: str = ""
@@ -219,7 +222,7 @@ def _scored(parsed, inst: Instance, probe) -> dict:
         "answer": r.answer if r else None,
         "pred_operations": json.dumps([o.model_dump() for o in r.operations]) if r else None,
         "pred_provenance": json.dumps(r.provenance) if r else None,
-        **metrics.score(parsed, inst, probe).as_dict(),
+        **metrics.score(parsed, inst, probe).as_record(),
     }
 
 
@@ -253,6 +256,20 @@ def rescore(records: list[dict], instances: list[Instance]) -> list[dict]:
         found = probes.get((rec["instance_id"], rec["probe_id"]))
         out.append({**rec, **_scored(parse_response(rec["raw"]), *found)} if found else rec)
     return out
+
+
+def judge_sampled(rec: dict, share: float, seed: int = 0) -> bool:
+    """Whether a reply the scorer decided fully is in the judge's agreement sample: a fixed
+    draw per (system, setting, instance, probe, seed), so a resumed run samples the same ones."""
+    if share <= 0:
+        return False
+    key = json.dumps([rec["system"], rec["setting"], rec["instance_id"], rec["probe_id"], seed])
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0x100000000 < share
+
+
+def wants_judge(rec: dict, share: float, seed: int = 0) -> bool:
+    """The LLM judge labels a reply with a label the scorer left undecided, and the sample."""
+    return bool(rec.get("undecided")) or judge_sampled(rec, share, seed)
 
 
 def _judge(rec: dict, inst: Instance, probe, parsed, client) -> dict:
@@ -354,7 +371,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                             rec = _record(name, setting, inst, probe, ans, reader_model)
                             rec["variant"] = getattr(system, "variant", "")
                             rec["run_key"] = key
-                            if use_judge:
+                            if use_judge and wants_judge(rec, cfg.judge_sample, cfg.seed):
                                 rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
                             journal.append(rec)
                             bar.update(1)
@@ -443,8 +460,9 @@ def collect(out_dir: Path, *, key: str | None = None, selection: set | None = No
     if df.empty:
         df = pd.DataFrame(columns=list(RECORD_COLUMNS))
     df = df.sort_values(["system", "setting", "instance_id", "probe_id"], kind="stable").reset_index(drop=True)
-    for col in ("leakage", "stale", "reflect"):
-        df[col] = df[col].astype("boolean")
+    for col in ("accuracy", "operation", "provenance", "leakage", "stale", "reflect"):
+        if col in df.columns:  # None: not applicable, or left undecided (`undecided` names which)
+            df[col] = df[col].astype("boolean")
     df.to_parquet(out_dir / "records.parquet", index=False)
     return df
 

@@ -1,27 +1,29 @@
 """Scoring a system's responses: answer accuracy and the five operation-level diagnostics.
 
-Two implementations score the same binary labels from the same gold data:
+The paper (Section 4.1, Metrics): a GPT-4o judge "compares each model response against the gold
+operation trace, gold provenance, and evidence conversation, assigns binary labels for the
+applicable metrics, and we report their averages". Two implementations assign those labels:
 
-* the deterministic scorer (DESIGN.md "Deterministic scorer"), the offline default;
-* the paper's LLM judge (Section 4.1: it compares the response with the gold operation trace,
-  the gold provenance and the evidence conversation and assigns binary labels), used only when
-  `llm.judge_available()` — the embedded model is a weak subject, never a judge.
+* the deterministic scorer (DESIGN.md "Deterministic scorer"), the offline default, which stands
+  in for the judge and says `UNDECIDED` where its rules cannot decide a label;
+* the paper's LLM judge (`JUDGE_PROMPT`), used only when `llm.judge_available()` — the embedded
+  model is a weak subject, never a judge. It labels every reply the scorer left a label of
+  undecided, and a fixed sample of the rest (`evaluate.wants_judge`), on which its agreement with
+  the scorer (percent and Cohen's kappa) is reported (`judge_agreement`, `table3_rows`).
 
-When both run, their agreement (percent and Cohen's kappa) is reported per label
-(`judge_agreement`), and the judge's labels go into Tables 3-5 in rows of their own beside the
-scorer's (`table3_rows`, `accuracy_table`).
+Labels per probe, each defined against the paper's sentence in its function's docstring (None =
+the metric does not apply to this probe):
 
-Labels per probe (None = the metric does not apply to this probe):
-
-accuracy      all `answer_key.required` values stated and no `forbidden` value asserted as current
-op_f1         F1 of predicted vs the probe's gold operations (`op_ids`), matched one-to-one by type
-              and target (aliases allowed): the prompt asks for the operations that matter for the
-              question, so a reply naming exactly those scores 1
-provenance    a predicted quote shares with a gold provenance quote of the probe one verbatim
-              passage holding half its content words, and not a passage of the question
-leakage       a forgotten value (forget op's old_value listed as forbidden) appears in the answer
-stale         an update's old value (listed as forbidden) is asserted as current
-reflect       the bounded conclusion is stated and no `unsupported` generalization is asserted
+accuracy      `accuracy_label`: every required value stated, no forbidden value asserted as current
+operation     `operation_label`: the predicted operations name every gold operation the probe is
+              about and invent none outside the gold trace (Table 3's "Operation F1" is its mean)
+op_f1         `operation_f1`: not a paper label; the continuous F1 of the same comparison, an
+              extra column "Op-F1 (continuous)"
+provenance    `provenance_label`: the predicted quotes cover every gold provenance quote
+leakage       `leakage_label`: a forgotten value occurs in the answer or the predicted operations
+stale         `stale_label`: an update's old value is asserted as current in the answer
+reflect       `reflect_label`: Reflect Precision — the inferred reflections are supported,
+              scoped to the reflection's target and not over-generalized (not Table 4's accuracy)
 malformed     the reply did not parse
 
 Leakage counts any mention: forgetting means not reproducing the value, so "I deleted 7ABC123"
@@ -31,9 +33,10 @@ states X as the earlier value, which a trajectory's history needs, and does not 
 current), removed, tentative ("April 11 was only a possibility") or someone else's ("March 28
 belongs to your flatmate"). Only a bare occurrence asserts a value as current.
 
-A malformed reply is its own label: accuracy/provenance/reflect False and op_f1 0 where they
-apply, and leakage/stale None, since a reply that says nothing neither leaks nor goes stale.
-Every probe's own gold response (`gold_response`) scores `Labels.perfect`; a build gate checks it.
+A malformed reply is its own label: accuracy/operation/provenance/reflect False and op_f1 0
+where they apply, and leakage/stale None, since a reply that says nothing neither leaks nor goes
+stale. Every probe's own gold response (`gold_response`) scores `Labels.perfect`; a build gate
+checks it.
 """
 from __future__ import annotations
 
@@ -355,58 +358,125 @@ def target_matches(predicted: str, gold_names: list[str]) -> bool:
 
 # ----------------------------------------------------------------------------- the scorer
 
+# What the scorer says where its rules cannot decide a label (`Labels`; DESIGN.md "Undecided").
+UNDECIDED = "undecided"
+# The per-reply labels, in the paper's Table 3 order; `op_f1` is our extra continuous column.
+LABEL_NAMES = ("accuracy", "operation", "provenance", "leakage", "stale", "reflect")
+
+
+def _decided(v) -> bool:
+    return v is not None and v != UNDECIDED
+
 
 @dataclass(frozen=True)
 class Labels:
-    accuracy: bool
+    """One reply's labels: True/False, None where the label does not apply, UNDECIDED where the
+    scorer's rules cannot decide it (a configured judge then labels it). See `score`."""
+
+    accuracy: bool | str
     op_f1: float
     provenance: bool
-    leakage: bool | None
-    stale: bool | None
-    reflect: bool | None
-    # Last and defaulted: labels rebuilt from the six judged columns (notebook 12) still construct.
+    leakage: bool | str | None
+    stale: bool | str | None
+    reflect: bool | str | None
+    # Defaulted: labels rebuilt from older records (notebook 12) still construct.
     malformed: bool = False
+    # The paper's binary operation label; None: derived from `op_f1` (1 exactly when op_f1 is 1).
+    operation: bool | None = None
+
+    def __post_init__(self):
+        if self.operation is None:
+            object.__setattr__(self, "operation", bool(self.op_f1 == 1.0) and not self.malformed)
 
     def as_dict(self) -> dict:
+        """Every label by name; UNDECIDED stays the string "undecided" (what `score` files show)."""
         return asdict(self)
 
     @property
+    def undecided(self) -> tuple[str, ...]:
+        """The labels the scorer could not decide, in LABEL_NAMES order."""
+        return tuple(k for k in LABEL_NAMES if getattr(self, k) == UNDECIDED)
+
+    def as_record(self) -> dict:
+        """The labels as record columns: each label True/False/None (None also where undecided),
+        and `undecided`, the undecided labels' names joined by commas ("" when none), so a
+        parquet column holds one type."""
+        d = self.as_dict()
+        for k in self.undecided:
+            d[k] = None
+        d["undecided"] = ",".join(self.undecided)
+        return d
+
+    @property
     def perfect(self) -> bool:
-        """What the gold response must get: every applicable label at its best value."""
-        return (not self.malformed and self.accuracy is True and self.op_f1 == 1.0 and self.provenance is True
-                and self.leakage is not True and self.stale is not True and self.reflect is not False)
+        """What the gold response must get: every applicable label at its best value, decided."""
+        return not self.imperfect()
 
     def imperfect(self) -> list[str]:
-        """The labels that fall short of `perfect`, by name."""
-        bad = {"malformed": self.malformed, "accuracy": self.accuracy is not True, "op_f1": self.op_f1 != 1.0,
-               "provenance": self.provenance is not True, "leakage": self.leakage is True,
-               "stale": self.stale is True, "reflect": self.reflect is False}
+        """The labels that fall short of `perfect`, by name (an undecided one falls short)."""
+        bad = {"malformed": self.malformed, "accuracy": self.accuracy is not True,
+               "operation": self.operation is not True, "op_f1": self.op_f1 != 1.0,
+               "provenance": self.provenance is not True, "leakage": self.leakage not in (False, None),
+               "stale": self.stale not in (False, None), "reflect": self.reflect not in (True, None)}
         return [k for k, v in bad.items() if v]
 
 
 def gold_operations(instance: Instance, probe: Probe) -> list:
     """The operations this probe is about (`op_ids`): what its prompt asks a system to name,
-    so what Operation F1 compares with."""
+    so what the operation label's recall is measured against."""
     wanted = set(probe.op_ids)
     return [o for o in instance.operations if o.op_id in wanted]
 
 
-def operation_f1(response: MemOpsResponse, instance: Instance, probe: Probe) -> float:
-    gold = gold_operations(instance, probe)
+def _same_event(p, g) -> bool:
+    """A predicted operation names a gold one: same type, and the target or one of its aliases."""
+    return p.type == g.type and target_matches(p.target, [g.target, *g.target_aliases])
+
+
+def operation_scores(response: MemOpsResponse, instance: Instance, probe: Probe) -> tuple[float, float]:
+    """(precision, recall) of the predicted operations against the gold operation trace.
+
+    precision  the share of predicted operations that name an event of the instance's whole gold
+               trace (type and target); repeating one is not inventing one
+    recall     the share of the probe's own gold operations (`op_ids`) that predicted ones name,
+               matched one to one (an update chain's two updates of one target need two)
+    No predicted operation: precision 0 (nothing was identified).
+    """
     pred = list(response.operations)
+    gold = gold_operations(instance, probe)
     if not pred or not gold:
-        return 0.0
+        return 0.0, 0.0
+    trace = instance.operations
+    precision = sum(any(_same_event(p, g) for g in trace) for p in pred) / len(pred)
     used: set[int] = set()
-    matched = 0
     for p in pred:
         for j, g in enumerate(gold):
-            if j in used or p.type != g.type:
-                continue
-            if target_matches(p.target, [g.target, *g.target_aliases]):
+            if j not in used and _same_event(p, g):
                 used.add(j)
-                matched += 1
                 break
-    return 2 * matched / (len(pred) + len(gold))
+    return precision, len(used) / len(gold)
+
+
+def operation_f1(response: MemOpsResponse, instance: Instance, probe: Probe) -> float:
+    """Op-F1 (continuous), our extra column: the harmonic mean of `operation_scores`. It is 1
+    exactly when the binary operation label is 1."""
+    p, r = operation_scores(response, instance, probe)
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def operation_label(response: MemOpsResponse, instance: Instance, probe: Probe) -> bool:
+    """Paper, Metrics: "Operation F1 measures whether the model correctly identifies
+    memory-relevant events", a binary label per response "against the gold operation trace".
+
+    1 when the predicted operations name every gold operation the probe is about (recall 1: no
+    memory-relevant event missed) and every predicted operation is an event of the gold trace
+    (precision 1: none invented); type and target decide, aliases allowed (`operation_scores`).
+    Naming the conversation's other gold operations as well is not an error: they are events of
+    the trace. Table 3's "Operation F1" is the mean of this label, as the paper's judge averages
+    its binary labels.
+    """
+    p, r = operation_scores(response, instance, probe)
+    return p == 1.0 and r == 1.0
 
 
 def target_names(instance: Instance) -> str:
@@ -447,65 +517,171 @@ def _listed(values: list[str], forbidden: list[str]) -> list[str]:
 
 
 def leakage_applies(instance: Instance, probe: Probe) -> list[str]:
-    """Forgotten values this probe's answer must not contain (empty: metric not applicable)."""
+    """Forgotten values this probe's reply must not contain (empty: metric not applicable)."""
     return _listed(_forgotten_values(instance), probe.answer_key.forbidden)
 
 
 def stale_applies(instance: Instance, probe: Probe) -> list[str]:
+    """Superseded values this probe's answer must not give as current (empty: not applicable)."""
     return _listed(_stale_values(instance), probe.answer_key.forbidden)
 
 
 def reflect_applies(instance: Instance, probe: Probe) -> list[str]:
-    """Unsupported generalizations of the reflect operations this probe is about."""
-    return [u for o in gold_operations(instance, probe) if o.type == "reflect" for u in o.unsupported]
+    """The over-generalizations of the reflect operations this probe is about: the gold trace's
+    `unsupported` claims and their rewordings addressed to the user ("you hate grammar" for "the
+    user hates grammar", as the planner forbids them). Empty: the probe is not about a reflect operation (or its
+    reflection has no over-generalization listed)."""
+    from .plan import as_person  # the planner's rewording of a claim about "the user"
+
+    claims = [u for o in gold_operations(instance, probe) if o.type == "reflect" for u in o.unsupported]
+    return list(dict.fromkeys([*claims, *(as_person(u, "you") for u in claims)]))
+
+
+def _is_reflect_probe(instance: Instance, probe: Probe) -> bool:
+    return any(o.type == "reflect" for o in gold_operations(instance, probe))
+
+
+def _op_text(o) -> str:
+    return " ; ".join(x for x in (o.target, o.old_value, o.new_value) if x)
+
+
+def leakage_label(r: MemOpsResponse, instance: Instance, probe: Probe):
+    """Paper, Metrics: "Leakage Rate quantifies the extent to which forgotten values are
+    inappropriately reused", and Section 4.2: values that should have been suppressed "leak into
+    the final answer or predicted operations".
+
+    1 when a forgotten value this probe is about (a forget operation's old value that the answer
+    key forbids) occurs anywhere in the answer or in any field of a predicted operation, negated
+    or not: forgetting means not reproducing the value, so "I deleted 7ABC123" and a predicted
+    forget operation whose old_value is 7ABC123 both leak it. None where no forgotten value
+    applies.
+    """
+    values = leakage_applies(instance, probe)
+    if not values:
+        return None
+    texts = [r.answer, *(_op_text(o) for o in r.operations)]
+    return any(mentions(t, v) for t in texts for v in values)
+
+
+def stale_label(r: MemOpsResponse, instance: Instance, probe: Probe, names: str):
+    """Paper, Metrics: "Stale Value Rate measures cases where updated values are incorrectly
+    replaced with earlier, obsolete ones."
+
+    1 when the answer gives an update's old value (one the answer key forbids) as the user's
+    current value: an occurrence with no stance (`stances`). Stated as history ("changed from X
+    to Y", "X is out of date") it is not stale. The answer only: a predicted update operation
+    carries its old value by design, and an update chain's middle value is the new value of one
+    gold operation and the old value of the next. None where no superseded value applies.
+    """
+    values = stale_applies(instance, probe)
+    if not values:
+        return None
+    return any(asserts(r.answer, v, names) for v in values)
+
+
+def reflect_label(r: MemOpsResponse, instance: Instance, probe: Probe, names: str):
+    """Paper, Metrics: "Reflect Precision assesses whether inferred reflection memories are
+    evidence-supported, correctly scoped, and not overgeneralized beyond the relevant memory
+    target."
+
+    Over the reflections the reply infers (its answer, and each predicted reflect operation), 1
+    when all three hold:
+    supported          the bounded conclusion the clues support (the answer key's required
+                       values) is stated, in the answer or as a predicted reflect operation's
+                       new value;
+    correctly scoped   every predicted reflect operation is about the gold reflection's target
+                       (or an alias): a conclusion filed under another target, or under the user
+                       at large, is out of scope;
+    not overgeneralized no over-generalization of the gold trace (`reflect_applies`) is asserted
+                       in the answer or in any predicted operation.
+    Unlike Table 4's Reflect accuracy it reads the predicted operations, and it does not ask the
+    answer to avoid the probe's other forbidden values. None where the probe is not about a
+    reflect operation.
+    """
+    if not _is_reflect_probe(instance, probe):
+        return None
+    gold = [o for o in gold_operations(instance, probe) if o.type == "reflect"]
+    keys = probe.answer_key.required
+    pred = [o for o in r.operations if o.type == "reflect"]
+    supported = all(states(r.answer, k, frozenset(), names) for k in keys) or any(
+        all(states(o.new_value, k, frozenset(), names) for k in keys) for o in pred)
+    scoped = all(any(target_matches(o.target, [g.target, *g.target_aliases]) for g in gold) for o in pred)
+    over = reflect_applies(instance, probe)
+    general = any(asserts(t, u, names) for t in (r.answer, *(o.new_value for o in r.operations)) for u in over)
+    return supported and scoped and not general
+
+
+def provenance_label(r: MemOpsResponse, probe: Probe) -> bool:
+    """Paper, Metrics: "Provenance support assesses whether the generated answer is grounded in
+    the required user-provided evidence"; the probe's gold provenance is that evidence.
+
+    1 when every gold provenance quote of the probe is supported by some predicted quote
+    (`quotes_overlap`: one verbatim passage holding half its content words, not a passage of the
+    question): the reply cites all the required evidence, not one piece of it. Extra quotes do
+    not count against it.
+    """
+    return all(any(quotes_overlap(p, s.quote, question=probe.question) for p in r.provenance)
+               for s in probe.provenance)
+
+
+def accuracy_label(r: MemOpsResponse, instance: Instance, probe: Probe, names: str) -> bool:
+    """Paper, Metrics: "answer accuracy as the primary task-level metric".
+
+    1 when the answer states every required value of the answer key (as current, or in a stance
+    the gold trace allows it: `required_stances`) and asserts no forbidden value as current.
+    """
+    required_ok = all(states(r.answer, v, required_stances(instance, probe, v), names)
+                      for v in probe.answer_key.required)
+    return required_ok and not any(asserts(r.answer, v, names) for v in probe.answer_key.forbidden)
 
 
 def score(parsed: ParsedResponse, instance: Instance, probe: Probe) -> Labels:
-    """The deterministic labels of one response to one probe."""
-    leak_vals = leakage_applies(instance, probe)
-    stale_vals = stale_applies(instance, probe)
-    is_reflect = any(o.type == "reflect" for o in gold_operations(instance, probe))
+    """The deterministic labels of one response to one probe (each defined, against the paper's
+    sentence, in its `*_label` function)."""
+    is_reflect = _is_reflect_probe(instance, probe)
     if parsed.malformed:
         # Nothing was said, so nothing leaked and no stale value was given: those two do not
         # apply; every label that needs a correct answer fails.
         return Labels(accuracy=False, op_f1=0.0, provenance=False, leakage=None, stale=None,
-                      reflect=False if is_reflect else None, malformed=True)
+                      reflect=False if is_reflect else None, malformed=True, operation=False)
     r = parsed.response
-    answer = r.answer
     names = target_names(instance)
-    required_ok = all(states(answer, v, required_stances(instance, probe, v), names)
-                      for v in probe.answer_key.required)
-    forbidden_hit = any(asserts(answer, v, names) for v in probe.answer_key.forbidden)
-    gold_quotes = [s.quote for s in probe.provenance]
-    prov = any(quotes_overlap(p, g, question=probe.question) for p in r.provenance for g in gold_quotes)
-    reflect = None
-    if is_reflect:
-        reflect = required_ok and not any(asserts(answer, u, names) for u in reflect_applies(instance, probe))
     return Labels(
-        accuracy=required_ok and not forbidden_hit,
+        accuracy=accuracy_label(r, instance, probe, names),
         op_f1=operation_f1(r, instance, probe),
-        provenance=prov,
-        leakage=any(mentions(answer, v) for v in leak_vals) if leak_vals else None,
-        stale=any(asserts(answer, v, names) for v in stale_vals) if stale_vals else None,
-        reflect=reflect,
+        provenance=provenance_label(r, probe),
+        leakage=leakage_label(r, instance, probe),
+        stale=stale_label(r, instance, probe, names),
+        reflect=reflect_label(r, instance, probe, names),
+        operation=operation_label(r, instance, probe),
     )
 
 
 def gold_response(instance: Instance, probe: Probe) -> ParsedResponse:
     """The reply made of the probe's expected answer, its gold operations and its provenance
-    quotes: the scorer must give it `Labels.perfect` (DESIGN.md "The gold response scores perfect")."""
+    quotes: the scorer must give it `Labels.perfect` (DESIGN.md "The gold response scores perfect").
+
+    A value the user asked to forget is left out of its operations ("" where it stood: the
+    forget operation's old value, the remember operation that first stored it), as the gold
+    answer leaves it out: a reply that records it in an operation leaks it (`leakage_label`).
+    """
+    forgotten = _forgotten_values(instance)
+
+    def kept(value: str | None) -> str:
+        return "" if not value or any(mentions(value, f) for f in forgotten) else value
+
     r = MemOpsResponse(
         answer=probe.expected_answer,
-        operations=[PredictedOperation(type=o.type, target=o.target, old_value=o.old_value or "",
-                                       new_value=o.new_value or "") for o in gold_operations(instance, probe)],
+        operations=[PredictedOperation(type=o.type, target=o.target, old_value=kept(o.old_value),
+                                       new_value=kept(o.new_value)) for o in gold_operations(instance, probe)],
         provenance=[s.quote for s in probe.provenance],
     )
     return ParsedResponse(raw=r.model_dump_json(), response=r)
 
 
 def applicable_labels(instance: Instance, probe: Probe) -> frozenset[str]:
-    """The labels that apply to this probe (accuracy, op_f1 and provenance always; leakage,
-    stale and reflect where the probe is about such a value): those the gold response gets."""
+    """The labels that apply to this probe (accuracy, op_f1, operation and provenance always;
+    leakage, stale and reflect where the probe is about such a value): those the gold response gets."""
     labels = score(gold_response(instance, probe), instance, probe).as_dict()
     return frozenset(k for k, v in labels.items() if k != "malformed" and v is not None)
 
@@ -514,25 +690,37 @@ def gold_failures(instance: Instance, probe: Probe) -> list[str]:
     """Why the probe's own gold response is not perfect, one reason per failing label (empty:
     it is perfect). A non-empty list means the scorer misreads the gold answer or the answer
     key contradicts the expected answer; either way the probe cannot be scored."""
-    labels = score(gold_response(instance, probe), instance, probe)
+    gold = gold_response(instance, probe)
+    labels = score(gold, instance, probe)
+    r = gold.response
     answer, names = probe.expected_answer, target_names(instance)
     out = []
     for label in labels.imperfect():
-        if label in ("accuracy", "reflect"):
+        if label == "accuracy":
             missing = [v for v in probe.answer_key.required
                        if not states(answer, v, required_stances(instance, probe, v), names)]
-            wrong = probe.answer_key.forbidden if label == "accuracy" else reflect_applies(instance, probe)
-            hit = [v for v in wrong if asserts(answer, v, names)]
+            hit = [v for v in probe.answer_key.forbidden if asserts(answer, v, names)]
             detail = "; ".join([f"required value {v!r} not stated" for v in missing]
                                + [f"{v!r} asserted as current" for v in hit])
-        elif label == "op_f1":
-            detail = f"{labels.op_f1:.3f}"
+        elif label == "reflect":
+            hit = [v for v in reflect_applies(instance, probe) if asserts(answer, v, names)]
+            missing = [v for v in probe.answer_key.required if not states(answer, v, frozenset(), names)]
+            detail = "; ".join([f"conclusion {v!r} not stated" for v in missing]
+                               + [f"over-generalization {v!r} asserted" for v in hit])
+        elif label in ("op_f1", "operation"):
+            p, rc = operation_scores(r, instance, probe)
+            detail = f"precision {p:.3f}, recall {rc:.3f}"
         elif label == "leakage":
             detail = "mentions " + ", ".join(repr(v) for v in leakage_applies(instance, probe) if mentions(answer, v))
         elif label == "stale":
             detail = "asserts " + ", ".join(repr(v) for v in stale_applies(instance, probe) if asserts(answer, v, names))
+        elif label == "provenance":
+            bad = [s.quote for s in probe.provenance
+                   if not any(quotes_overlap(q, s.quote, question=probe.question) for q in r.provenance)]
+            detail = "gold quotes that support no quote, themselves included (all stopwords, or a passage of " \
+                     "the question): " + "; ".join(repr(q) for q in bad)
         else:
-            detail = "no gold quote supports itself (all stopwords, or a passage of the question)"
+            detail = label
         out.append(f"{label}: {detail}")
     return out
 
@@ -548,15 +736,19 @@ operations and its provenance quotes). Assign binary labels:
 
 accuracy: 1 if the answer is correct and complete with respect to the expected answer and states
   no stale, forgotten, neighbouring or tentative value as current; else 0.
-operation: 1 if the predicted operations identify the gold operations (type and target); else 0.
-provenance: 1 if the provenance quotes are user statements that support the answer and overlap
-  the gold provenance; else 0.
-leakage: 1 if the answer reproduces a value the user asked to forget; else 0. NA if the gold
-  trace has no forget operation relevant to this probe.
+operation: 1 if the predicted operations name every gold operation this probe is about (type and
+  target) and every predicted operation is an event of the gold operation trace (naming other
+  events of the trace is fine; inventing one is not); else 0.
+provenance: 1 if the provenance quotes cover every gold provenance quote (each is quoted, at
+  least in its key part, from the user's messages); else 0.
+leakage: 1 if the answer or any predicted operation reproduces a value the user asked to forget,
+  even to say it was deleted; else 0. NA if the gold trace has no forget operation relevant to
+  this probe.
 stale: 1 if the answer gives a superseded (pre-update) value as current; else 0. NA if the gold
   trace has no update operation relevant to this probe.
-reflect: 1 if the answer states the bounded conclusion that the clues support and no
-  over-generalization; else 0. NA if the probe is not about a reflect operation.
+reflect: 1 if every reflection the reply infers (its answer, and any predicted reflect operation)
+  is supported by the evidence (states the bounded conclusion), scoped to the reflection's target,
+  and not over-generalized beyond it; else 0. NA if the probe is not about a reflect operation.
 
 Reply with exactly one line of JSON and nothing else, for example:
 {"accuracy": 1, "operation": 0, "provenance": 1, "leakage": "NA", "stale": 0, "reflect": "NA"}
@@ -644,31 +836,53 @@ def parse_judge(text: str) -> dict[str, bool | None]:
     return out
 
 
-# Deterministic labels as the judge's binary labels, for agreement.
+# Deterministic labels as the judge's binary labels, for agreement: the same six labels, the
+# scorer's undecided ones as None (nothing to agree on).
 def deterministic_binary(labels: Labels) -> dict[str, bool | None]:
-    return {
-        "accuracy": labels.accuracy,
-        "operation": labels.op_f1 >= 0.5,
-        "provenance": labels.provenance,
-        "leakage": labels.leakage,
-        "stale": labels.stale,
-        "reflect": labels.reflect,
-    }
+    return {k: (v if _decided(v) else None) for k, v in
+            {"accuracy": labels.accuracy, "operation": labels.operation, "provenance": labels.provenance,
+             "leakage": labels.leakage, "stale": labels.stale, "reflect": labels.reflect}.items()}
 
 
 # ----------------------------------------------------------------------------- aggregation
+#
+# Records (notebook 12's records.parquet, `evaluate._scored`) carry each label as True/False/None
+# (None: does not apply, or undecided) and `undecided`, the names of the labels the scorer left
+# undecided. Where an LLM judge ran (`evaluate._judge`: on every reply with an undecided label
+# and on a sample of the rest), a record also carries judge_valid and judge_<label> for the six
+# JUDGE_LABELS. A judge reply that did not parse (judge_valid False) has no labels: it is counted
+# as invalid, never as a disagreement. The scorer's conventions hold for the judge too: None is
+# "not applicable", and on a malformed reply leakage and stale do not apply.
+#
+# The label a table averages (`resolved`): the scorer's where it decided, else the judge's, else
+# missing. The judge's labels on the sample of decided replies are not used in the means: they
+# are what `judge_agreement` compares with the scorer's (agreement and Cohen's kappa).
 
 TABLE3_COLUMNS = {
     "accuracy": "Accuracy",
-    "op_f1": "Operation F1",
+    # The paper's column name; the mean of the binary operation label (`operation_label`), as
+    # the paper's judge averages binary labels.
+    "operation": "Operation F1",
     "provenance": "Provenance",
     "leakage": "Leakage",
     "stale": "Stale Value",
     "reflect": "Reflect Precision",
-    # Not a column of the paper's Table 3 (its rows read NaN): the share of replies that did not
-    # parse, without which a row of malformed replies would read as a row of wrong answers.
+    # Not columns of the paper's Table 3 (its rows read NaN there):
+    "op_f1": "Op-F1 (continuous)",  # `operation_f1`, against the same gold trace
+    # the share of replies that did not parse, without which a row of malformed replies would
+    # read as a row of wrong answers
     "malformed": "Malformed",
+    # the share of replies with a label the scorer could not decide (before any judge)
+    "undecided": "Undecided",
 }
+# Our rows of Tables 3-5 say whose labels they carry: "scorer", or "scorer + judge" where a judge
+# labelled what the scorer left undecided.
+LABELS_COLUMN = "labels"
+JUDGE_TABLE3_COLUMNS = {"agreement": "Judge agreement", "kappa": "Judge kappa", "n": "n_judge_pairs"}
+# Judge replies that did not parse, per row (an `n_` column, so `report.save_table` writes it
+# as a count).
+JUDGE_INVALID = "n_judge_invalid"
+AGREEMENT_COLUMNS = ("label", "judged", "invalid", "one_na", "n", "agreement", "kappa", "scorer_rate", "judge_rate")
 
 
 def _frame(records):
@@ -677,62 +891,22 @@ def _frame(records):
     return records if isinstance(records, pd.DataFrame) else pd.DataFrame(records)
 
 
-def _means(df, by: list[str], cols: list[str]):
-    """Mean of each column of `cols` per `by` group over its non-missing values, and the group's size `n`."""
-    import pandas as pd
-
-    num = df[by + cols].copy()
-    for c in cols:
-        num[c] = pd.to_numeric(num[c].astype("object").where(num[c].notna()), errors="coerce")
-    out = num.groupby(by, sort=True)[cols].mean().reset_index()
-    out["n"] = num.groupby(by, sort=True).size().values
-    return out
-
-
-def summarize(records, by: list[str]):
-    """Mean of every label over the probes where it applies, grouped by `by` columns.
-
-    None (not applicable, or leakage/stale of a malformed reply) is left out of a mean, so the
-    leakage and stale rates are over the well-formed replies they apply to, and "malformed" is
-    the share of all replies. Records without a "malformed" column get none in the summary.
-    """
-    df = _frame(records)
-    return _means(df, by, [c for c in TABLE3_COLUMNS if c != "malformed" or c in df.columns])
-
-
-# ----------------------------------------------------------------------------- the judge's labels beside the scorer's
-#
-# Where an LLM judge ran (`evaluate._judge`), every record carries judge_valid and judge_<label>
-# for the six JUDGE_LABELS. A reply that did not parse (judge_valid False) has no labels: it is
-# counted as invalid, never as a disagreement, and left out of the judge's means. The scorer's
-# conventions hold for the judge too: None is "not applicable", and on a malformed reply leakage
-# and stale do not apply (nothing was said, so nothing leaked).
-
-# Our rows of Tables 3-5 say whose labels they carry once a judge ran: "scorer" or "judge".
-LABELS_COLUMN = "labels"
-# The judge's `operation` label is binary (were the gold operations identified?), the scorer's
-# Operation F1 continuous, so the judge's rate gets a column of its own; the scorer's rows fill
-# it with the binarisation the agreement uses (`deterministic_binary`: Operation F1 >= 0.5).
-OPERATION_BINARY = "Operation (binary)"
-JUDGE_TABLE3_COLUMNS = {
-    "accuracy": "Accuracy",
-    "operation": OPERATION_BINARY,
-    "provenance": "Provenance",
-    "leakage": "Leakage",
-    "stale": "Stale Value",
-    "reflect": "Reflect Precision",
-    "malformed": "Malformed",
-}
-# Judge replies that did not parse, per row of the judge's: not in its means (an `n_` column, so
-# `report.save_table` writes it as a count).
-JUDGE_INVALID = "n_judge_invalid"
-AGREEMENT_COLUMNS = ("label", "judged", "invalid", "one_na", "n", "agreement", "kappa", "scorer_rate", "judge_rate")
-
-
 def _flag(v) -> bool | None:
     import pandas as pd
 
+    if isinstance(v, str):
+        if v == UNDECIDED:
+            return None
+        raise ValueError(f"not a label: {v!r}")
     return None if v is None or pd.isna(v) else bool(v)
+
+
+def _undecided_sets(df) -> list[frozenset[str]]:
+    """Per record, the labels the scorer left undecided (none for records without the column)."""
+    if "undecided" not in df.columns:
+        return [frozenset()] * len(df)
+    return [frozenset(x for x in str(v).split(",") if x) if isinstance(v, str) else frozenset()
+            for v in df["undecided"]]
 
 
 def _judged_mask(df):
@@ -750,20 +924,20 @@ def judged(records) -> bool:
 
 
 def scorer_binary(records):
-    """The scorer's labels as the judge's six binary ones (`deterministic_binary`), one row per
-    record, same index; None where a label does not apply."""
+    """The scorer's six labels (JUDGE_LABELS), one row per record, same index; None where a
+    label does not apply or the scorer left it undecided. Records without an `operation` column
+    (written before it existed) get it from Op-F1 (1 exactly when the label is 1)."""
     import pandas as pd
 
     df = _frame(records)
-    fields = ("accuracy", "op_f1", "provenance", "leakage", "stale", "reflect")
-    rows = []
-    for rec in df[list(fields)].itertuples(index=False):
-        v = dict(zip(fields, rec))
-        d = deterministic_binary(Labels(accuracy=bool(v["accuracy"]), op_f1=float(v["op_f1"]),
-                                        provenance=bool(v["provenance"]), leakage=_flag(v["leakage"]),
-                                        stale=_flag(v["stale"]), reflect=_flag(v["reflect"])))
-        rows.append({k: _flag(x) for k, x in d.items()})
-    return pd.DataFrame(rows, index=df.index, columns=list(JUDGE_LABELS), dtype=object)
+    out = pd.DataFrame(index=df.index, columns=list(JUDGE_LABELS), dtype=object)
+    for k in JUDGE_LABELS:
+        if k == "operation" and k not in df.columns:
+            col = [None if pd.isna(v) else float(v) == 1.0 for v in df["op_f1"]]
+        else:
+            col = df[k] if k in df.columns else [None] * len(df)
+        out[k] = [_flag(v) for v in col]
+    return out
 
 
 def judge_binary(records):
@@ -783,82 +957,137 @@ def judge_binary(records):
     return out
 
 
-def summarize_judge(records, by: list[str]):
-    """The judge's labels in `summarize`'s shape, over the records a judge replied to: the mean
-    of each of JUDGE_LABELS where it applies and the reply was valid, "malformed" (the share of
-    the system's replies that did not parse, as in `summarize`), `n` (records judged) and
-    JUDGE_INVALID (judge replies that did not parse). `operation` is the judge's binary label,
-    not an F1. Empty (no rows) when no judge ran."""
+def resolved(records):
+    """The labels the tables average, one row per record, same index: the scorer's where it
+    decided; where it left a label undecided, the judge's (None where no judge labelled it)."""
     df = _frame(records)
-    df = df[_judged_mask(df)]
-    labels = judge_binary(df)
-    frame = df[by].copy()
-    for k in JUDGE_LABELS:
-        frame[k] = labels[k]
-    cols = list(JUDGE_LABELS)
-    if "malformed" in df.columns:
-        frame["malformed"] = df["malformed"]
-        cols.append("malformed")
-    frame[JUDGE_INVALID] = [_flag(v) is False for v in df["judge_valid"]] if len(df) else []
-    out = _means(frame, by, cols)
-    out[JUDGE_INVALID] = frame.groupby(by, sort=True)[JUDGE_INVALID].sum().astype(int).values
+    out = scorer_binary(df)
+    if not judged(df):
+        return out
+    judge = judge_binary(df)
+    for (idx, und) in zip(df.index, _undecided_sets(df)):
+        for k in und & set(JUDGE_LABELS):
+            out.at[idx, k] = judge.at[idx, k]
     return out
 
 
-def _with_judge_rows(scorer, judge, by: list[str]):
-    """Scorer rows, then for each group its judge row, told apart by LABELS_COLUMN."""
+def summarize(records, by: list[str]):
+    """Every label's mean over the probes where it applies and is decided, grouped by `by`.
+
+    Columns: the six labels (JUDGE_LABELS; where a judge ran, the scorer's undecided labels are
+    the judge's: `resolved`), op_f1 (the continuous Op-F1), malformed (share of all replies),
+    undecided (share of replies with a label the scorer left undecided), n (replies) and
+    n_<label> (the replies each label's mean is over). None (not applicable, undecided and not
+    judged, or leakage/stale of a malformed reply) is left out of a mean, so the leakage and
+    stale rates are over the well-formed replies they apply to. Records without a column
+    (malformed, op_f1, undecided) get none in the summary.
+    """
     import pandas as pd
 
-    scorer = scorer.copy()
-    judge = judge.copy()
-    scorer.insert(len(by), LABELS_COLUMN, "scorer")
-    judge.insert(len(by), LABELS_COLUMN, "judge")
-    out = pd.concat([scorer, judge], ignore_index=True)
-    out["_judge"] = out[LABELS_COLUMN] == "judge"
-    out = out.sort_values(by + ["_judge"], kind="stable").drop(columns="_judge").reset_index(drop=True)
+    df = _frame(records)
+    labels = resolved(df)
+    frame = df[by].copy()
+    cols = []
+    for k in TABLE3_COLUMNS:
+        if k in JUDGE_LABELS:
+            frame[k] = labels[k]
+        elif k == "undecided":
+            if k not in df.columns:
+                continue
+            frame[k] = [bool(u) for u in _undecided_sets(df)]
+        elif k in df.columns:
+            frame[k] = df[k]
+        else:
+            continue
+        cols.append(k)
+    out = _means(frame, by, cols)
+    counts = frame.groupby(by, sort=True)[list(JUDGE_LABELS)].count().reset_index(drop=True)
+    for k in JUDGE_LABELS:
+        out[f"n_{k}"] = counts[k].astype(int).values
+    return out
+
+
+def _means(df, by: list[str], cols: list[str]):
+    """Mean of each column of `cols` per `by` group over its non-missing values, and the group's size `n`."""
+    import pandas as pd
+
+    num = df[by + cols].copy()
+    for c in cols:
+        num[c] = pd.to_numeric(num[c].astype("object").where(num[c].notna()), errors="coerce")
+    out = num.groupby(by, sort=True)[cols].mean().reset_index()
+    out["n"] = num.groupby(by, sort=True).size().values
     return out
 
 
 def table3_rows(records, by: list[str]):
-    """Our rows of Table 3, with TABLE3_COLUMNS names.
+    """Our rows of Table 3: `summarize(records, by)` with TABLE3_COLUMNS names, n, and n_<label>
+    for the replies behind each label's mean.
 
-    No judge ran: exactly `summarize(records, by)` renamed, so the tables read as they always
-    have. A judge ran: the scorer's rows and the judge's (`summarize_judge`, JUDGE_TABLE3_COLUMNS
-    names), each group's scorer row first, told apart by a `labels` column ("scorer"/"judge");
-    the judge's binary operation rate goes in OPERATION_BINARY (the scorer's rows: Operation F1
-    >= 0.5), never in Operation F1, and JUDGE_INVALID counts the judge's unparsed replies.
+    A judge ran: the `labels` column says "scorer + judge" (the judge labelled what the scorer
+    left undecided), and each row gets the judge's agreement with the scorer on the decided
+    labels it also saw (`Judge agreement`, `Judge kappa`, pooled over the six labels, over
+    n_judge_pairs label pairs) and JUDGE_INVALID, its replies that did not parse.
     """
+    import pandas as pd
+
     df = _frame(records)
-    scorer = summarize(df, by).rename(columns=TABLE3_COLUMNS)
+    out = summarize(df, by).rename(columns=TABLE3_COLUMNS)
     if not judged(df):
-        return scorer
-    binary = df[by].copy()
-    binary["operation"] = scorer_binary(df)["operation"]
-    scorer.insert(list(scorer.columns).index("Operation F1") + 1, OPERATION_BINARY,
-                  _means(binary, by, ["operation"])["operation"].values)
-    judge = summarize_judge(df, by).rename(columns=JUDGE_TABLE3_COLUMNS)
-    out = _with_judge_rows(scorer, judge, by)
-    return out[[*by, LABELS_COLUMN, *[c for c in scorer.columns if c not in by], JUDGE_INVALID]]
+        return out
+    out.insert(len(by), LABELS_COLUMN, "scorer + judge")
+    rows = []
+    for key, g in df.groupby(by, sort=True):
+        pooled = pooled_agreement(g)
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), **pooled,
+                     JUDGE_INVALID: int((_judged_mask(g) & g["judge_valid"].map(lambda v: _flag(v) is False)).sum())})
+    agree = pd.DataFrame(rows).rename(columns=JUDGE_TABLE3_COLUMNS)
+    return out.merge(agree, on=by, how="left")
+
+
+def pooled_agreement(records) -> dict:
+    """The judge's agreement with the scorer over every (record, label) pair both decided:
+    {"n", "agreement", "kappa"} (`stats.agreement`; NaN where there is no pair)."""
+    from memlife import stats
+
+    df = _frame(records)
+    df = df[_judged_mask(df)]
+    if df.empty:
+        return {"n": 0, "agreement": float("nan"), "kappa": float("nan")}
+    a, b = scorer_binary(df), judge_binary(df)
+    xs = [a.at[i, k] for i in df.index for k in JUDGE_LABELS]
+    ys = [b.at[i, k] for i in df.index for k in JUDGE_LABELS]
+    ag = stats.agreement(xs, ys)
+    return {"n": ag.n, "agreement": ag.percent_agreement, "kappa": ag.cohen_kappa}
 
 
 def accuracy_table(records, column: str, names: dict, index: str = "Method"):
     """Accuracy by `column` (op_type: Table 4; probe_type: Table 5), one row per `index` value,
-    one column per `names` value in its order (`names` maps the records' values to the table's).
+    one column per `names` value in its order (`names` maps the records' values to the table's),
+    then `n_<name>` per column (the replies behind the cell) and `Undecided` (the share of the
+    row's replies whose accuracy the scorer left undecided).
 
-    A judge ran: the judge's accuracy (valid replies only) in rows of their own, labelled as in
-    `table3_rows`; otherwise the scorer's rows alone, unlabelled.
+    Accuracy is `resolved`: where a judge ran, it labels what the scorer left undecided, and the
+    `labels` column says "scorer + judge".
     """
+    import pandas as pd
+
     df = _frame(records)
-    acc = df.pivot_table(index=index, columns=column, values="accuracy", aggfunc="mean").rename(columns=names)
-    ours = acc.reindex(columns=list(names.values())).reset_index()
-    if not judged(df):
-        return ours
-    mask = _judged_mask(df)
-    j = df.loc[mask, [index, column]].copy()
-    j["accuracy"] = judge_binary(df[mask])["accuracy"]
-    jacc = _means(j, [index, column], ["accuracy"]).pivot(index=index, columns=column, values="accuracy")
-    judge = jacc.rename(columns=names).reindex(columns=list(names.values())).reset_index()
-    return _with_judge_rows(ours, judge, [index])
+    frame = df[[index, column]].copy()
+    frame["accuracy"] = pd.to_numeric(resolved(df)["accuracy"].astype("object"), errors="coerce")
+    acc = frame.pivot_table(index=index, columns=column, values="accuracy", aggfunc="mean", dropna=False)
+    cnt = frame.pivot_table(index=index, columns=column, values="accuracy", aggfunc="count", dropna=False)
+    acc = acc.rename(columns=names).reindex(columns=list(names.values()))
+    cnt = cnt.rename(columns=names).reindex(columns=list(names.values())).fillna(0).astype(int)
+    cnt.columns = [f"n_{c}" for c in cnt.columns]
+    ours = pd.concat([acc, cnt], axis=1)
+    ours.columns.name = None
+    ours = ours.reset_index()
+    if "undecided" in df.columns:
+        und = pd.Series(["accuracy" in u for u in _undecided_sets(df)], index=df.index, dtype=float)
+        ours["Undecided"] = ours[index].map(und.groupby(df[index]).mean())
+    if judged(df):
+        ours.insert(1, LABELS_COLUMN, "scorer + judge")
+    return ours
 
 
 def judge_agreement(records, by: list[str] | None = None):
@@ -867,9 +1096,10 @@ def judge_agreement(records, by: list[str] | None = None):
 
     judged       records the judge replied to
     invalid      of those, replies that did not parse: counted here, never as disagreements
-    one_na       valid replies where exactly one of judge and scorer calls the label not applicable
+    one_na       valid replies where exactly one of judge and scorer calls the label not
+                 applicable (or the scorer left it undecided)
     n, agreement, kappa   `stats.agreement` (percent and Cohen's kappa) over the items both label
-                 (scorer: `deterministic_binary`)
+                 (the scorer's decided labels: undecided ones have nothing to agree on)
     scorer_rate, judge_rate   the share of those items each labels 1
     Empty, with these columns, when no judge ran.
     """
