@@ -155,10 +155,13 @@ def test_residuals_by_type_and_reader():
     rows += observed("q3", "no_evict", 100, "forced_gold", False, True)
     rows += observed("q1", "no_evict", 50, "forced_gold", False, False)
     obs = obs_of(rows)
-    by_type = a.residual_by_type(obs).set_index(["budget", "question_type"])
+    by_type = a.residual_by_type(obs, min_clusters=1).set_index(["budget", "question_type"])
     assert by_type.loc[(100, "temporal"), "residual"] == 1
     assert by_type.loc[(100, "multi-session"), "residual"] == 1
     assert by_type.loc[(100, "multi-session"), "residual_share"] == 0.5
+    assert by_type.loc[(100, "multi-session"), "n_questions"] == 2
+    # two questions: at the default floor the share is not printed
+    assert np.isnan(a.residual_by_type(obs).set_index(["budget", "question_type"]).loc[(100, "multi-session"), "residual_share"])
     res = a.reader_residuals(obs)  # largest budget by default
     assert res[["budget", "n_errors", "residual"]].values.tolist() == [[100, 3, 2]]
 
@@ -215,11 +218,14 @@ def test_restore_tightness_ablation_by_hand():
                      restore_surviving=False, placebo=True)
     rows += observed("q3", "fifo", 8000, "topk", False, False, evicted=0, placebo=False)
     obs = obs_of(rows)
-    sg = a.surviving_gold_ablation(obs).iloc[0]
-    assert (sg.n_irreversible_tested, sg.n_become_recoverable, sg.share) == (2, 1, 0.5)
-    pl = a.placement_placebo(obs).iloc[0]
-    assert (pl.n_errors_tested, pl.n_placebo_flips, pl.n_restore_flips) == (3, 1, 2)
+    sg = a.surviving_gold_ablation(obs, min_clusters=1).iloc[0]
+    assert (sg.n_irreversible_tested, sg.n_become_recoverable, sg.share, sg.n_questions) == (2, 1, 0.5, 2)
+    pl = a.placement_placebo(obs, min_clusters=1).iloc[0]
+    assert (pl.n_errors_tested, pl.n_placebo_flips, pl.n_restore_flips, pl.n_questions) == (3, 1, 2, 3)
     assert pl.placebo_flip_share == pytest.approx(1 / 3)
+    # three questions: at the default floor the counts stay, the shares do not
+    assert np.isnan(a.surviving_gold_ablation(obs).iloc[0].share)
+    assert a.placement_placebo(obs).iloc[0][["placebo_flip_share", "restore_flip_share"]].isna().all()
     # Records without the ablation arms give empty tables, not zeros.
     plain = obs_of(clean("q1") + observed("q1", "fifo", 8000, "topk", False, True, evicted=1))
     assert a.surviving_gold_ablation(plain).empty and a.placement_placebo(plain).empty
@@ -408,6 +414,12 @@ def test_a_paper_vs_ours_share_from_few_errors_says_anecdotal_instead_of_a_numbe
                                      reader=reader).set_index("quantity")
     row = rob.loc["placement placebo: errors flipped to correct"]
     assert row.ours == pytest.approx(0.2) and row.ours_n == 25 and row.evidence == ""
+    # the same 25 errors from 2 questions are two observations, not 25
+    rob = a.paper_vs_ours_robustness(pd.DataFrame(columns=["comparison", "dissociates", "difference"]),
+                                     a.reader_residuals(obs), pd.DataFrame(), pd.DataFrame(),
+                                     placebo.assign(n_questions=2), reader=reader).set_index("quantity")
+    row = rob.loc["placement placebo: errors flipped to correct"]
+    assert np.isnan(row.ours) and row.evidence == "anecdotal (25 from 2 questions < 20)"
 
 
 def test_resolution_is_the_half_width_scaled_to_80_percent_power():

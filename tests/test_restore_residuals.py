@@ -77,10 +77,12 @@ def test_classify_residuals_reads_the_restore_reply_of_each_residual_observation
     assert len(got) == 6 and "sum-ok" not in set(got["question_id"])
     assert got.set_index("question_id")["cause"].to_dict() == {
         f"{qid}-{i}": cause for i, (qid, _, _, cause) in enumerate(CASES[:6])}
-    table = residuals.cause_table(got)
+    table = residuals.cause_table(got, min_clusters=1)
     assert list(table["cause"]) == list(residuals.CAUSES)
     assert table.set_index("cause")["n"].to_dict() == {
         "judge_strictness": 1, "gold_insufficient": 1, "cross_session_aggregation": 2, "arithmetic": 1, "other": 1}
     assert (table["n_residual"] == 6).all() and table["share"].sum() == pytest.approx(1.0)
+    # six questions: at the default floor of 20 the counts stay, the shares do not
+    assert residuals.cause_table(got)["share"].isna().all()
     with pytest.raises(KeyError, match="question_id='cat-0'"):
         residuals.classify_residuals(rec, obs, {k: v for k, v in questions.items() if k != "cat-0"})

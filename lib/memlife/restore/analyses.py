@@ -274,13 +274,15 @@ def resolution(r3: pd.DataFrame, level: float = 0.95, power: float = 0.8) -> pd.
     return out.reset_index(drop=True)
 
 
-def residual_by_type(obs: pd.DataFrame) -> pd.DataFrame:
-    """R4: oracle-answerable errors and residual errors per cell and question type."""
+def residual_by_type(obs: pd.DataFrame, min_clusters: int = MIN_CLUSTERS) -> pd.DataFrame:
+    """R4: oracle-answerable errors and residual errors per cell and question type, with the
+    questions they come from; the residual share is left empty below `min_clusters` questions."""
     by = obs.groupby([*CELL, "question_type"], sort=False)
     g = by[["n_oracle_answerable", "n_errors", "residual"]].sum()
     g.insert(0, "n_questions", by["question_id"].nunique())
     g = g.reset_index()
     g["residual_share"] = stats.safe_ratio(g["residual"], g["n_errors"])
+    g["residual_share"] = g["residual_share"].where(g["n_questions"] >= min_clusters)
     return sort_cells(g, extra=["question_type"]).reset_index(drop=True)
 
 
@@ -425,20 +427,23 @@ def undecided_share(records: pd.DataFrame) -> pd.DataFrame:
                 "n_filled_by_llm"]].reset_index(drop=True)
 
 
-def surviving_gold_ablation(obs: pd.DataFrame) -> pd.DataFrame:
+def surviving_gold_ablation(obs: pd.DataFrame, min_clusters: int = MIN_CLUSTERS) -> pd.DataFrame:
     """Restore-tightness, surviving gold: of the irreversible errors, how many the reader already
     gets right when only the *surviving* gold is restored (arm 'restore_surviving'). Those would
     be recoverable, not irreversible; few of them means the full-gold restore is a tight bound.
 
     Per reader, judge and regime. Under forced-gold the arm is the policy context itself
     (forced-gold = inject(surviving gold), :mod:`memlife.restore.arms`), so that row flips
-    nothing by construction; the top-k row is the test."""
+    nothing by construction; the top-k row is the test. `n_questions`: the questions of the tested
+    errors; the share is left empty below `min_clusters` of them."""
     irr = obs[(obs["irreversible"] == 1) & obs["restore_surviving_correct"].notna()]
     by = ["reader", "judge", "regime"]
     g = irr.assign(flipped=irr["restore_surviving_correct"].astype(bool).astype(int)).groupby(
         by, sort=True).agg(
-        n_irreversible_tested=("flipped", "size"), n_become_recoverable=("flipped", "sum")).reset_index()
+        n_irreversible_tested=("flipped", "size"), n_become_recoverable=("flipped", "sum"),
+        n_questions=("question_id", "nunique")).reset_index()
     g["share"] = stats.safe_ratio(g["n_become_recoverable"], g["n_irreversible_tested"])
+    g["share"] = g["share"].where(g["n_questions"] >= min_clusters)
     g["n_irreversible_without_arm"] = [
         int(((obs["irreversible"] == 1) & obs["restore_surviving_correct"].isna()
              & (obs["reader"] == r) & (obs["judge"] == j) & (obs["regime"] == rg)).sum())
@@ -446,21 +451,24 @@ def surviving_gold_ablation(obs: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
-def placement_placebo(obs: pd.DataFrame) -> pd.DataFrame:
+def placement_placebo(obs: pd.DataFrame, min_clusters: int = MIN_CLUSTERS) -> pd.DataFrame:
     """Restore-tightness, placement placebo: of the oracle-answerable errors, the share flipped to
     correct by placing non-gold snippets where the gold used to sit (arm 'placebo'), beside the
     share the real restore flips. The placebo share bounds what presentation (plus unannotated
     evidence near the gold) does. Per reader, judge and regime: one placebo context serves both
-    regimes, but their errors differ."""
+    regimes, but their errors differ. `n_questions`: the questions of the tested errors; the
+    shares are left empty below `min_clusters` of them."""
     err = obs[(obs["n_errors"] == 1) & obs["placebo_correct"].notna()]
     g = err.assign(
         placebo_flip=err["placebo_correct"].astype(bool).astype(int),
         restore_flip=err["restore_correct"].astype(bool).astype(int),
     ).groupby(["reader", "judge", "regime"], sort=True).agg(
         n_errors_tested=("placebo_flip", "size"), n_placebo_flips=("placebo_flip", "sum"),
-        n_restore_flips=("restore_flip", "sum")).reset_index()
+        n_restore_flips=("restore_flip", "sum"), n_questions=("question_id", "nunique")).reset_index()
     g["placebo_flip_share"] = stats.safe_ratio(g["n_placebo_flips"], g["n_errors_tested"])
     g["restore_flip_share"] = stats.safe_ratio(g["n_restore_flips"], g["n_errors_tested"])
+    few = g["n_questions"] < min_clusters
+    g.loc[few, ["placebo_flip_share", "restore_flip_share"]] = np.nan
     return g
 
 
@@ -593,15 +601,21 @@ def oracle_answerable_questions(obs: pd.DataFrame, reader: str, judge: str) -> i
     return int(o.loc[o["clean_correct"].astype(bool), "question_id"].nunique())
 
 
-def _row(quantity, paper_key, ours, low=np.nan, high=np.nan, our_cell="", n=None, min_n=None, **where):
+def _row(quantity, paper_key, ours, low=np.nan, high=np.nan, our_cell="", n=None, min_n=None,
+         questions=None, **where):
     """One paper-vs-ours row. `n` is what ours rests on (errors, items, or the questions of the
     thinnest contrast; stated on every row that has one); below `min_n` ours is not a finding:
-    the value and interval are left empty and `evidence` says "anecdotal"."""
+    the value and interval are left empty and `evidence` says "anecdotal". `questions`, where
+    given, is how many questions those errors come from: fewer than :data:`MIN_CLUSTERS` is
+    anecdotal too (24 errors of 2 questions are two observations, not 24)."""
     f = [x for x in paper_reference.RESTORE_FIGURES
          if x.key == paper_key and all(getattr(x, k) == v for k, v in where.items())][0]
     evidence = ""
     if n is not None and min_n is not None and n < min_n:
         ours, low, high, evidence = np.nan, np.nan, np.nan, f"anecdotal ({n} < {min_n})"
+    elif questions is not None and questions < MIN_CLUSTERS:
+        ours, low, high = np.nan, np.nan, np.nan
+        evidence = f"anecdotal ({n} from {questions} questions < {MIN_CLUSTERS})"
     return dict(quantity=quantity, paper=f.value, paper_source=f.section, ours=ours,
                 ours_low=low, ours_high=high, ours_n=pd.NA if n is None else int(n),
                 evidence=evidence, our_cell=our_cell)
@@ -609,6 +623,12 @@ def _row(quantity, paper_key, ours, low=np.nan, high=np.nan, our_cell="", n=None
 
 PAPER_VS_OURS_COLUMNS = ("quantity", "paper", "paper_source", "ours", "ours_low", "ours_high",
                          "ours_n", "evidence", "our_cell")
+
+
+def _questions(table: pd.DataFrame) -> int | None:
+    """The most questions any one row of an ablation table rests on (rows are per regime, each
+    over the same questions), None for a table without the count."""
+    return int(table["n_questions"].max()) if len(table) and "n_questions" in table else None
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -637,14 +657,16 @@ def paper_vs_ours_decomposition(r1: pd.DataFrame, r2: pd.DataFrame, obs: pd.Data
                              "two_bin_share", c.two_bin_share, c.two_bin_share_low,
                              c.two_bin_share_high, f"{p}@{ours_b} topk",
                              n=int(c.irreversible + c.recoverable), min_n=MIN_ERRORS,
+                             questions=int(c.two_bin_share_questions),
                              policy=p, budget=paper_b, regime="topk"))
     fg = t[(t["regime"] == "forced_gold") & t["policy"].isin(BASELINE_POLICIES)]
     if len(fg):
         errors = fg["irreversible"] + fg["recoverable"]
-        enough = fg[errors >= MIN_ERRORS]
+        enough = fg[(errors >= MIN_ERRORS) & (fg["two_bin_share_questions"] >= MIN_CLUSTERS)]
         rows.append(_row("forced-gold two-bin share, min over evicting cells", "two_bin_share",
                          float(enough["two_bin_share"].min()) if len(enough) else np.nan,
-                         our_cell=f"{len(enough)} of {len(fg)} cells with >= {MIN_ERRORS} errors",
+                         our_cell=f"{len(enough)} of {len(fg)} cells with >= {MIN_ERRORS} errors "
+                                  f"from >= {MIN_CLUSTERS} questions",
                          n=int(errors.max()) if len(enough) == 0 else int(errors[enough.index].min()),
                          min_n=MIN_ERRORS, policy=FIFO, budget=PAPER_BUDGETS[0], regime="forced_gold"))
     g = r2[(r2["reader"] == reader) & (r2["judge"] == judge)]
@@ -712,10 +734,11 @@ def paper_vs_ours_robustness(r3: pd.DataFrame, residuals: pd.DataFrame, agreemen
                      "surviving_gold_recoverable_share",
                      float(surviving["n_become_recoverable"].sum() / tested) if tested else np.nan,
                      our_cell="top-k" if len(surviving) else "needs arm restore_surviving",
-                     n=tested if len(surviving) else None, min_n=MIN_ERRORS))
+                     n=tested if len(surviving) else None, min_n=MIN_ERRORS,
+                     questions=_questions(surviving)))
     tested = int(placebo["n_errors_tested"].sum()) if len(placebo) else 0
     rows.append(_row("placement placebo: errors flipped to correct", "placebo_flip_share",
                      float(placebo["n_placebo_flips"].sum() / tested) if tested else np.nan,
                      our_cell="" if len(placebo) else "needs arm placebo",
-                     n=tested if len(placebo) else None, min_n=MIN_ERRORS))
+                     n=tested if len(placebo) else None, min_n=MIN_ERRORS, questions=_questions(placebo)))
     return _frame(rows)

@@ -30,6 +30,7 @@ import pandas as pd
 from memlife.longmem import Question
 
 from . import answer_judge
+from .analyses import MIN_CLUSTERS
 from .decompose import DETERMINISTIC_JUDGE, OBSERVATION_KEY
 
 CAUSES = ("judge_strictness", "gold_insufficient", "cross_session_aggregation", "arithmetic", "other")
@@ -68,14 +69,20 @@ def classify_residuals(records: pd.DataFrame, obs: pd.DataFrame,
     return res.reset_index(drop=True)
 
 
-def cause_table(classified: pd.DataFrame) -> pd.DataFrame:
+def cause_table(classified: pd.DataFrame, min_clusters: int = MIN_CLUSTERS) -> pd.DataFrame:
     """Per reader and judge: each cause's count and share of the residual observations
-    (`n_residual`), and the distinct questions they come from (`n_questions`); every cause is a
-    row, a zero count included, so two readers' tables line up."""
+    (`n_residual`, from `n_residual_questions` questions), and the distinct questions the cause's
+    come from (`n_questions`); every cause is a row, a zero count included, so two readers'
+    tables line up. Shares are left empty where the residuals come from fewer than `min_clusters`
+    questions."""
     rows = []
     for (reader, judge), g in classified.groupby(["reader", "judge"], sort=True):
+        nq = g["question_id"].nunique()
         for cause in CAUSES:
             c = g[g["cause"] == cause]
             rows.append(dict(reader=reader, judge=judge, cause=cause, n=len(c), n_residual=len(g),
-                             share=len(c) / len(g), n_questions=c["question_id"].nunique()))
-    return pd.DataFrame(rows, columns=["reader", "judge", "cause", "n", "n_residual", "share", "n_questions"])
+                             n_residual_questions=nq,
+                             share=len(c) / len(g) if nq >= min_clusters else float("nan"),
+                             n_questions=c["question_id"].nunique()))
+    return pd.DataFrame(rows, columns=["reader", "judge", "cause", "n", "n_residual", "n_residual_questions",
+                                       "share", "n_questions"])
