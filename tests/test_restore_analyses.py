@@ -448,3 +448,19 @@ def test_r3_contrasts_the_papers_three_baseline_policies_nine_control_contrasts(
     assert len(a.regime_gap(boot)) == 12
     wide = a.matched_accuracy(boot, tolerance=0.02, policies=evict.BASELINE_POLICIES)
     assert (wide["comparison"] == "control").sum() == 12
+
+
+def test_figures_mark_contrasts_and_gaps_from_too_few_questions():
+    from memlife.restore import figures
+
+    r3 = pd.DataFrame([dict(budget=8000, comparison="control", policy_a="control", policy_b="fifo",
+                            difference=0.3, low=0.2, high=0.4, few_questions=False),
+                       dict(budget=8000, comparison="control", policy_a="control", policy_b="random",
+                            difference=0.5, low=np.nan, high=np.nan, few_questions=True)])
+    labels = {t.get_text() for t in figures.forest_plot(r3).axes[0].get_yticklabels()}
+    assert labels == {"8,000: control − fifo", "8,000: control − random †"}
+    r2 = pd.DataFrame([dict(policy="fifo", budget=8000, reader="r", judge="j", gap=0.1, gap_low=np.nan,
+                            gap_high=np.nan, holm_reject=True, few_questions=True)])
+    ax = figures.regime_gap_plot(r2, "r", "j").axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["fifo @ 8,000 †"]
+    assert "no interval" in ax.get_xlabel()

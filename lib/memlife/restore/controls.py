@@ -394,23 +394,28 @@ def read_index(d: Design, question_ids: Sequence[str], prompts_: Sequence[str]) 
 # ----------------------------------------------------------------------------- the finding
 
 
-def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level: float = 0.95) -> pd.DataFrame:
+def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level: float = 0.95,
+                            min_clusters: int | None = None) -> pd.DataFrame:
     """The decomposition per cell with question-clustered intervals (`analyses.shares`), plus the
     recoverable rate (recoverable errors per oracle-answerable observation) and each budget's
     paper counterpart, with the paper's two-bin share for that cell where the paper reports one
     (GPT-4o-mini's, beside a perfect reader's here). Read with the evidence-oracle, every observation is oracle-answerable and
     no error is residual, so accuracy is the evidence availability, the irreversible rate the share
     of observations whose gold eviction destroyed, and the recoverable rate the share whose gold
-    survived but retrieval left out: what eviction and retrieval alone cost."""
+    survived but retrieval left out: what eviction and retrieval alone cost. Intervals from fewer
+    than `min_clusters` questions (default `analyses.MIN_CLUSTERS`) are left empty."""
     from memlife import paper_reference, stats
     from memlife.restore import analyses
     from memlife.restore.decompose import COUNT_COLUMNS
 
+    min_clusters = analyses.MIN_CLUSTERS if min_clusters is None else min_clusters
     boot = analyses.cell_bootstrap(obs, n_boot, seed)
-    out = analyses.shares(boot, level)
+    out = analyses.shares(boot, level, min_clusters)
     s = {c: i for i, c in enumerate(COUNT_COLUMNS)}
     num, den = boot.sums[:, :, s["recoverable"]], boot.sums[:, :, s["n_oracle_answerable"]]
     lo, hi = stats.percentile_interval(stats.ratio_replicates(boot.counts, num, den), level)
+    few = (den > 0).sum(0) < min_clusters
+    lo, hi = np.where(few, np.nan, lo), np.where(few, np.nan, hi)
     out["recoverable_rate"], out["recoverable_rate_low"], out["recoverable_rate_high"] = (
         stats.safe_ratio(num.sum(0), den.sum(0)), lo, hi)
     budgets = sorted({int(b) for b in out["budget"]})
