@@ -11,17 +11,15 @@ from memlife.memops import analyses, figures
 
 
 def _records():
-    """Two conversations, two systems. bm25_turn: adjacent right on both conversations' probes,
-    long-context right on one of two; mem0 only adjacent."""
+    """Two conversations of two topics, two systems. bm25_turn: adjacent right on both
+    conversations' probes, long-context right on one of two; mem0 only adjacent."""
     rows = []
     for iid, op, probe, adj, lc in (("c1", "update", "StateTrajectory", True, True),
                                     ("c2", "forget", "OperationTrace", True, False)):
-        rows.append(dict(system="bm25_turn", setting="adjacent", reader="smollm2", instance_id=iid, op_type=op,
-                         probe_type=probe, accuracy=adj))
-        rows.append(dict(system="bm25_turn", setting="long_context", reader="smollm2", instance_id=iid,
-                         op_type=op, probe_type=probe, accuracy=lc))
-        rows.append(dict(system="mem0", setting="adjacent", reader="smollm2", instance_id=iid, op_type=op,
-                         probe_type=probe, accuracy=False))
+        base = dict(reader="smollm2", instance_id=iid, topic_id="T" + iid, op_type=op, probe_type=probe)
+        rows.append(dict(system="bm25_turn", setting="adjacent", **base, accuracy=adj))
+        rows.append(dict(system="bm25_turn", setting="long_context", **base, accuracy=lc))
+        rows.append(dict(system="mem0", setting="adjacent", **base, accuracy=False))
     return pd.DataFrame(rows)
 
 
@@ -65,18 +63,23 @@ def test_adjacent_to_long_delta_table():
     assert len(t) == 7 * 5 + 2 + 7 * 6 + 2
 
 
-def test_setting_comparison_intervals_and_holm_contrasts():
+def test_setting_comparison_intervals_and_contrasts():
     intervals, contrasts = analyses.setting_comparison(_records(), n_boot=200, seed=0)
     iv = intervals.set_index(["system", "setting"])
     assert iv.loc[("bm25_turn", "adjacent"), "accuracy"] == 1.0
     assert iv.loc[("bm25_turn", "long_context"), "accuracy"] == 0.5
-    assert iv.loc[("bm25_turn", "long_context"), ["probes", "conversations"]].tolist() == [2, 2]
+    assert iv.loc[("bm25_turn", "long_context"), ["probes", "topics"]].tolist() == [2, 2]
+    # two topics: exact intervals, never the zero-width [1, 1] a two-topic bootstrap gives
+    assert (intervals["interval"] == "clopper-pearson").all()
+    assert iv.loc[("bm25_turn", "adjacent"), "low"] == pytest.approx(0.025 ** 0.5)  # 2 of 2: (alpha/2)^(1/n)
     assert (intervals["low"] <= intervals["accuracy"]).all() and (intervals["accuracy"] <= intervals["high"]).all()
     # mem0 ran in one setting only: no contrast
     assert contrasts["system"].tolist() == ["bm25_turn"]
     c = contrasts.iloc[0]
     assert c["long_minus_adjacent"] == -0.5 and c["low"] <= -0.5 <= c["high"]
-    assert c["p_holm"] == c["p_value"]  # one system: Holm changes nothing
+    # two topics: a sign-flip test, whose smallest p-value is 2 / 2^2
+    assert c["test"] == "sign-flip over topics" and c["topics"] == 2 and c["p_value"] >= 0.5
+    assert "p_holm" not in contrasts  # descriptive: the Holm family is headline_tests
     again = analyses.setting_comparison(_records(), n_boot=200, seed=0)
     pd.testing.assert_frame_equal(again[1], contrasts)  # seeded
 
@@ -84,6 +87,70 @@ def test_setting_comparison_intervals_and_holm_contrasts():
 def test_no_system_in_both_settings_gives_no_contrasts():
     _, contrasts = analyses.setting_comparison(_records().query("setting == 'adjacent'"), n_boot=50, seed=0)
     assert contrasts.empty
+
+
+def _grid(n_topics=24, seed=0):
+    """Every system and setting the paper's comparisons need, over `n_topics` topics with one
+    conversation per operation type: long context loses on trajectory only, and session-level
+    retrieval beats turn-level on trajectory only."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_topics):
+        for op in ("remember", "forget", "update", "reflect", "trajectory"):
+            for system, setting in (("long_context", "adjacent"), ("long_context", "long_context"),
+                                    ("bm25_turn", "long_context"), ("bm25_session", "long_context")):
+                p = 0.8
+                if op == "trajectory" and (setting, system) in (("long_context", "long_context"),
+                                                                ("long_context", "bm25_turn")):
+                    p = 0.1
+                right = bool(rng.random() < p)
+                rows.append(dict(system=system, setting=setting, reader="smollm2", instance_id=f"T{t}-{op}",
+                                 topic_id=f"T{t}", op_type=op, probe_type="StateTrajectory",
+                                 accuracy=right, operation=right))
+    return pd.DataFrame(rows)
+
+
+def test_headline_family_is_what_the_configured_systems_allow():
+    names = [h["name"] for h in analyses.headline_family(_grid(3))]
+    assert names == ["session - turn retrieval: accuracy", "session - turn retrieval: operation",
+                     "trajectory - single-step: session - turn", "trajectory - single-step: long - adjacent",
+                     "long - adjacent: Remember", "long - adjacent: Forget", "long - adjacent: Update",
+                     "long - adjacent: Reflect", "long - adjacent: TrajectoryOps"]
+    no_rag = _grid(3).query("system == 'long_context'")
+    assert [h["name"] for h in analyses.headline_family(no_rag)][0] == "trajectory - single-step: long - adjacent"
+    assert analyses.headline_family(_records().query("system == 'mem0'")) == []
+    assert analyses.headline_tests(_records().query("system == 'mem0'"), n_boot=50, seed=0).empty
+
+
+def test_headline_tests_are_one_holm_family():
+    t = analyses.headline_tests(_grid(24), n_boot=1000, seed=0).set_index("hypothesis")
+    assert (t["family_size"] == 9).all() and (t["test"] == "topic bootstrap").all()
+    assert (t["p_holm"] >= t["p_value"] - 1e-12).all()
+    # the planted effects: trajectory loses under long context and gains from session-level retrieval
+    dd = t.loc["trajectory - single-step: long - adjacent"]
+    assert dd["estimate"] < -0.4 and dd["reject"]
+    assert t.loc["trajectory - single-step: session - turn", "reject"]
+    assert t.loc["long - adjacent: TrajectoryOps", "reject"]
+    assert not t.loc["long - adjacent: Remember", "reject"]
+    # by hand: the difference of differences is the four cell means combined
+    g = _grid(24)
+    m = g.groupby(["system", "setting", g["op_type"] == "trajectory"])["accuracy"].mean()
+    want = (m[("long_context", "long_context", True)] - m[("long_context", "adjacent", True)]
+            - m[("long_context", "long_context", False)] + m[("long_context", "adjacent", False)])
+    assert dd["estimate"] == pytest.approx(want)
+    # four topics: every test is a sign-flip over topics, and none can reach p < 2 / 2^4
+    few = analyses.headline_tests(_grid(4), n_boot=200, seed=0)
+    assert (few["test"] == "sign-flip over topics").all() and (few["p_value"] >= 2 / 16 - 1e-12).all()
+
+
+def test_label_intervals_say_n_and_method_per_cell():
+    rec = _grid(24).assign(Method=lambda d: d["system"] + " " + d["setting"])
+    iv = analyses.label_intervals(rec, ["Method"], n_boot=200, seed=0, labels=("accuracy",))
+    assert (iv["n"] == 120).all() and (iv["topics"] == 24).all() and (iv["interval"] == "bootstrap").all()
+    small = analyses.label_intervals(_records(), ["system", "setting"], n_boot=50, seed=0, labels=("accuracy",))
+    assert (small["interval"] == "clopper-pearson").all() and small["n"].tolist() == [2, 2, 2]
 
 
 def test_figures_return_figures():

@@ -174,3 +174,51 @@ def test_clustered_ratio_is_the_cluster_bootstrap_of_a_mean():
     rep = stats.ratio_replicates(stats.cluster_counts(50, 3000, 2), num, np.full(50, 3.0))
     lo, hi = stats.percentile_interval(rep[:, None])
     assert (iv.low, iv.high) == (pytest.approx(lo[0]), pytest.approx(hi[0]))
+
+
+# ---------------------------------------------------------------- few clusters: exact intervals and tests
+
+def test_clopper_pearson_known_values():
+    low, high = stats.clopper_pearson(0, 6)
+    assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / 6))  # 0.459
+    low, high = stats.clopper_pearson(6, 6)
+    assert high == 1.0 and low == pytest.approx(0.025 ** (1 / 6))
+    low, high = stats.clopper_pearson(3, 10)
+    assert (low, high) == (pytest.approx(0.0667, abs=1e-4), pytest.approx(0.6525, abs=1e-4))
+    assert all(np.isnan(stats.clopper_pearson(0, 0)))
+    with pytest.raises(ValueError):
+        stats.clopper_pearson(7, 6)
+
+
+def test_proportion_interval_switches_to_exact_below_the_cluster_floor():
+    df = pd.DataFrame({"c": [f"t{i % 5}" for i in range(20)], "v": [i % 3 == 0 for i in range(20)]})
+    iv = stats.proportion_interval(df, "c", "v", n_boot=200, seed=0)
+    assert iv.method == "clopper-pearson" and iv.n == 20 and iv.clusters == 5
+    assert (iv.low, iv.high) == stats.clopper_pearson(7, 20)
+    many = pd.DataFrame({"c": [f"t{i}" for i in range(40)], "v": [i % 2 == 0 for i in range(40)]})
+    iv = stats.proportion_interval(many, "c", "v", n_boot=200, seed=0)
+    assert iv.method == "bootstrap" and iv.clusters == 40 and iv.low < 0.5 < iv.high
+    # missing values (not applicable, undecided) are not items
+    gaps = df.assign(v=[None if i < 4 else v for i, v in enumerate(df["v"])])
+    assert stats.proportion_interval(gaps, "c", "v", n_boot=50, seed=0).n == 16
+
+
+def test_sign_flip_pvalue_is_exact_and_bounded_by_the_clusters():
+    assert stats.sign_flip_pvalue([0.5, 0.3]) == 0.5  # two clusters: never below 2 / 2^2
+    assert stats.sign_flip_pvalue([1.0] * 5) == pytest.approx(2 / 32)
+    assert stats.sign_flip_pvalue([1.0, -1.0]) == 1.0
+    assert stats.sign_flip_pvalue([np.nan, 1.0, 1.0]) == 0.5  # a cluster lacking a cell is out
+    assert stats.sign_flip_pvalue([]) == 1.0
+    big = stats.sign_flip_pvalue([0.2] * 30, seed=1)  # Monte Carlo above max_exact
+    assert 0 < big < 0.001
+
+
+def test_ratio_combination_generalizes_the_paired_difference():
+    counts = stats.cluster_counts(6, 300, 0)
+    a_num, a_den = np.array([1., 2, 0, 3, 1, 2]), np.array([2., 3, 1, 3, 2, 2])
+    b_num, b_den = np.array([0., 1, 0, 1, 1, 1]), np.array([2., 3, 1, 3, 2, 2])
+    pair = stats.paired_ratio_difference(counts, a_num, a_den, b_num, b_den)
+    comb = stats.ratio_combination(counts, [(1.0, a_num, a_den), (-1.0, b_num, b_den)])
+    assert comb == pair
+    per = stats.cluster_ratio_combination([(1.0, a_num, a_den), (-1.0, b_num, b_den)])
+    assert per.tolist() == pytest.approx((a_num / a_den - b_num / b_den).tolist())

@@ -1,4 +1,5 @@
-"""Question-clustered bootstrap, Holm correction, paired contrasts, and rater agreement.
+"""Question-clustered bootstrap, Holm correction, paired contrasts, exact intervals and tests for
+few clusters, and rater agreement.
 
 The unit of resampling is the question (more generally, the cluster): when a question is drawn,
 every row that belongs to it — all its seed replicates, in every cell — moves with it. Seed
@@ -157,6 +158,115 @@ def paired_ratio_difference(
     lo, hi = percentile_interval(rep[:, None], level)
     p = bootstrap_pvalue(rep[:, None])
     return Contrast(est, float(lo[0]), float(hi[0]), float(p[0]), int((~np.isnan(rep)).sum()))
+
+
+def ratio_combination(
+    counts: np.ndarray,
+    terms: Sequence[tuple[float, np.ndarray, np.ndarray]],
+    level: float = 0.95,
+) -> Contrast:
+    """sum_k w_k * sum(num_k)/sum(den_k), resampling clusters jointly for every term.
+
+    `terms` are (weight, per-cluster numerator sums, per-cluster denominator sums), all in the
+    cluster order of `counts`: (1, a) and (-1, b) is `paired_ratio_difference`; four terms make a
+    difference of differences (say, how much more a setting change costs one operation type than
+    the others), each ratio resampled with the same draws.
+    """
+    if not terms:
+        raise ValueError("a ratio combination needs at least one term")
+    est = float(sum(w * safe_ratio(n.sum(), d.sum()) for w, n, d in terms))
+    rep = sum(w * ratio_replicates(counts, n, d) for w, n, d in terms)
+    lo, hi = percentile_interval(np.asarray(rep)[:, None], level)
+    p = bootstrap_pvalue(np.asarray(rep)[:, None])
+    return Contrast(est, float(lo[0]), float(hi[0]), float(p[0]), int((~np.isnan(rep)).sum()))
+
+
+def cluster_ratio_combination(terms: Sequence[tuple[float, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per cluster, sum_k w_k * num_k/den_k: the combination within each cluster (NaN where a
+    cluster lacks one of its ratios) -- what `sign_flip_pvalue` tests."""
+    return sum(w * safe_ratio(n, d) for w, n, d in terms)
+
+
+def sign_flip_pvalue(per_cluster: Sequence[float], *, max_exact: int = 16, n_draws: int = 20000,
+                     seed: int = 0) -> float:
+    """Two-sided randomization p-value for H0: the per-cluster effects are symmetric about 0.
+
+    The statistic is the mean of the defined per-cluster effects; its null distribution flips the
+    sign of each cluster's effect independently -- all 2^Q patterns when Q <= `max_exact`, else
+    `n_draws` random ones (with the observed pattern counted, so p > 0). With Q clusters the
+    smallest attainable p is 2 / 2^Q: two clusters can never give p below 0.5, where a bootstrap
+    over two clusters readily reports p near 0. NaN effects (a cluster lacking a cell) are left
+    out; none left: p = 1.
+    """
+    d = np.asarray([x for x in per_cluster if not np.isnan(x)], dtype=np.float64)
+    q = d.size
+    if q == 0:
+        return 1.0
+    obs = abs(d.mean())
+    tol = 1e-12 * max(1.0, obs)
+    if q <= max_exact:
+        signs = 1 - 2 * ((np.arange(2 ** q)[:, None] >> np.arange(q)) & 1)
+        stats_ = np.abs((signs * d).mean(axis=1))
+        return float(np.mean(stats_ >= obs - tol))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(n_draws, q))
+    stats_ = np.abs((signs * d).mean(axis=1))
+    return float((1 + np.sum(stats_ >= obs - tol)) / (n_draws + 1))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval for a binomial proportion k / n: never narrower than
+    its coverage needs, so 0 of 6 gives [0, 0.459], not [0, 0]. n = 0: (NaN, NaN)."""
+    from scipy.stats import beta
+
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return float("nan"), float("nan")
+    a = (1 - level) / 2
+    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return low, high
+
+
+# Below this many clusters a cell's interval is exact (Clopper-Pearson over its items) and a
+# contrast's p-value a sign-flip randomization test over clusters: a bootstrap over a handful of
+# clusters understates its own uncertainty.
+MIN_BOOTSTRAP_CLUSTERS = 20
+
+
+@dataclass(frozen=True)
+class CellInterval:
+    """A proportion with its interval, the items and clusters behind it, and how it was made."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int  # items (e.g. probes) with a defined label
+    clusters: int  # clusters those items fall in
+    method: str  # "bootstrap" (clusters >= min_clusters) or "clopper-pearson"
+
+
+def proportion_interval(df: pd.DataFrame, cluster: str, column: str, *, n_boot: int, seed: int,
+                        level: float = 0.95, min_clusters: int = MIN_BOOTSTRAP_CLUSTERS) -> CellInterval:
+    """The share of True in `column` over its non-missing rows: a percentile interval from
+    resampling `cluster` values when they number at least `min_clusters`, else the exact
+    Clopper-Pearson interval over the rows (`clopper_pearson`; rows taken as independent, which
+    is all a handful of clusters allows). Missing values (not applicable, undecided) are out."""
+    vals = pd.to_numeric(df[column].astype("object"), errors="coerce")
+    data = df.loc[vals.notna(), [cluster]].assign(_v=vals[vals.notna()].astype(float))
+    n, q = len(data), int(data[cluster].nunique())
+    if n == 0:
+        return CellInterval(float("nan"), float("nan"), float("nan"), 0, 0, "none")
+    est = float(data["_v"].mean())
+    if q >= min_clusters:
+        iv = clustered_ratio(data, cluster, "_v", n_boot=n_boot, seed=seed, level=level)
+        return CellInterval(est, iv.low, iv.high, n, q, "bootstrap")
+    k = int(round(data["_v"].sum()))
+    low, high = clopper_pearson(k, n, level)
+    return CellInterval(est, low, high, n, q, "clopper-pearson")
 
 
 @dataclass(frozen=True)

@@ -932,7 +932,7 @@ def scorer_binary(records):
     df = _frame(records)
     out = pd.DataFrame(index=df.index, columns=list(JUDGE_LABELS), dtype=object)
     for k in JUDGE_LABELS:
-        if k == "operation" and k not in df.columns:
+        if k == "operation" and k not in df.columns and "op_f1" in df.columns:
             col = [None if pd.isna(v) else float(v) == 1.0 for v in df["op_f1"]]
         else:
             col = df[k] if k in df.columns else [None] * len(df)
