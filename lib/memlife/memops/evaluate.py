@@ -53,6 +53,9 @@ class EvalConfig:
     mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
     extract_max_tokens: int = 384   # the cap on Mem0's and MemOS's own extraction calls
     judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
+    # Tell the reader how to treat forgotten and superseded values (systems.system_prompt); the
+    # paper reports no such hint, so off unless a profile turns it on.
+    memory_hint: bool = False
     # The judge labels every reply the scorer left a label of undecided, and this share of the
     # others (a fixed sample, `judge_sampled`), whose labels it is compared with (agreement, kappa).
     judge_sample: float = 0.2
@@ -70,6 +73,8 @@ def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = 
     fields = {f: getattr(cfg, f) for f in ANSWER_FIELDS}
     if grammar_bounds is not None:  # the embedded reader's sampling grammar changes its answers
         fields["grammar_bounds"] = grammar_bounds
+    if not cfg.subject:  # the reader's prompt: a new prompt asks afresh, never reuses old answers
+        fields["reader_prompt"] = hashlib.sha256(systems.system_prompt(cfg.memory_hint).encode()).hexdigest()[:12]
     if cfg.subject:  # only then: a model run keeps the key (and the journal) it always had
         from memlife import subjects as ref
 
@@ -315,7 +320,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
         reader = SubjectReader(reader_client, max_tokens=cfg.reader_max_tokens, subject=cfg.subject, seed=cfg.seed)
         reader_model = reader.model
     else:
-        reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens,
+        reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens, memory_hint=cfg.memory_hint,
                                 grammar_bounds=gold_grammar_bounds(instances))
         reader_model = str(getattr(reader_client, "model", "?"))
     chosen = select_instances(instances, cfg.max_instances)

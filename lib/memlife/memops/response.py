@@ -40,7 +40,19 @@ class MemOpsResponse(BaseModel):
     provenance: list[str] = Field(description="exact quotes of the user messages the answer rests on")
 
 
+# What the reply holds, and nothing about how to treat forgotten or superseded values: the paper
+# does not report telling its readers that, and it is what leakage and stale value measure.
 RESPONSE_INSTRUCTIONS = (
+    "Reply with one JSON object with the keys: "
+    '"answer" (your answer to the question), '
+    '"operations" (the memory operations in the conversation that matter for the question, '
+    'each {"type": "remember"|"forget"|"update"|"reflect", "target": ..., "old_value": ..., '
+    '"new_value": ...}, "" for a missing value), and "provenance" (exact quotes of the user messages your answer rests on).'
+)
+# The instructions as the reader was given them before (`systems.HINTED_SYSTEM_PROMPT`, a profile's
+# `memory_hint: true`): the answer "stating the current values", and never a forgotten or
+# superseded value.
+HINTED_RESPONSE_INSTRUCTIONS = (
     "Reply with one JSON object with the keys: "
     '"answer" (your answer to the question, stating the current values), '
     '"operations" (the memory operations in the conversation that matter for the question, '

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import llm
-from .response import (RESPONSE_INSTRUCTIONS, MemOpsResponse, ParsedResponse, bounded_json_schema,
+from .response import (HINTED_RESPONSE_INSTRUCTIONS, RESPONSE_INSTRUCTIONS, MemOpsResponse, ParsedResponse, bounded_json_schema,
                        parse_response)
 from .schema import Instance, long_context_history
 
@@ -77,12 +77,27 @@ def format_turns(items) -> list[str]:
 
 # ----------------------------------------------------------------------------- reading
 
+# Neutral about forgetting and updating: the paper does not report telling its readers how to
+# treat forgotten or superseded values, and a prompt that says so lowers exactly the leakage and
+# stale rates the benchmark measures. `memory_hint` (a profile parameter, off by default) puts
+# back what the reader used to be told (HINTED_SYSTEM_PROMPT).
 SYSTEM_PROMPT = (
+    "You are a personal assistant with a long-term memory of your conversations with the user. "
+    "Use only the memory below to answer. "
+    + RESPONSE_INSTRUCTIONS
+)
+HINTED_SYSTEM_PROMPT = (
     "You are a personal assistant with a long-term memory of your conversations with the user. "
     "Use only the memory below to answer. The user's latest statement about something wins: "
     "corrections replace old values, and values the user asked you to forget are gone. "
-    + RESPONSE_INSTRUCTIONS
+    + HINTED_RESPONSE_INSTRUCTIONS
 )
+
+
+def system_prompt(memory_hint: bool = False) -> str:
+    """The reader's system prompt: neutral (SYSTEM_PROMPT), or with the hint about forgotten and
+    superseded values (HINTED_SYSTEM_PROMPT) where a profile asks for it."""
+    return HINTED_SYSTEM_PROMPT if memory_hint else SYSTEM_PROMPT
 
 
 @dataclass
@@ -122,6 +137,12 @@ class Reader:
     # The bounds themselves; an evaluation passes bounds that its dataset's gold responses fit
     # (response.bounds_covering). None: response.GRAMMAR_BOUNDS.
     grammar_bounds: dict | None = None
+    # Tell the reader how to treat forgotten and superseded values (`system_prompt`); the paper
+    # reports no such hint, so it is off unless a profile turns it on.
+    memory_hint: bool = False
+
+    def system_prompt(self) -> str:
+        return system_prompt(self.memory_hint)
 
     def is_bounded(self) -> bool:
         if self.bounded_grammar is not None:
@@ -160,7 +181,7 @@ class Reader:
         reply = self.client.completion_budget(self.max_tokens) if hasattr(self.client, "completion_budget") \
             else self.max_tokens
         budget = int(self.window() * self.token_margin) - reply
-        budget -= _count(SYSTEM_PROMPT) + max(self.question_allowance, _count(question)) + 32
+        budget -= _count(self.system_prompt()) + max(self.question_allowance, _count(question)) + 32
         counts = [_count(line) + 1 for line in lines]
         total = sum(counts)
         start = 0
@@ -175,7 +196,7 @@ class Reader:
         # Stable system prompt, then the context, then the question last: probes on one history
         # share the long prefix, which llama-server reuses.
         return [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": self.system_prompt()},
             {"role": "user", "content": f"## Memory\n{context}\n\n## Question\n{question}"},
         ]
 

@@ -1,0 +1,44 @@
+"""The reader's prompt is neutral about forgetting and updating; the hint the paper does not report
+is a profile parameter, off by default, and a prompt change never reuses old answers."""
+import pytest
+
+from memlife import config
+from memlife.memops import evaluate, systems
+from memlife.memops.response import RESPONSE_INSTRUCTIONS
+
+HINTS = ("forget", "superseded", "current", "latest", "correction", "never", "gone", "stale", "old value")
+
+
+def test_the_default_prompt_says_nothing_about_forgetting_or_updating():
+    for text in (systems.SYSTEM_PROMPT, RESPONSE_INSTRUCTIONS):
+        # the operation types' names ("forget") are the reply's format, not advice
+        words = text.casefold().replace('"remember"|"forget"|"update"|"reflect"', "")
+        assert not [h for h in HINTS if h in words], text
+    # the hinted prompt is exactly what the reader was told before
+    assert "Never state a value the user asked you to forget" in systems.HINTED_SYSTEM_PROMPT
+    assert "corrections replace old values" in systems.HINTED_SYSTEM_PROMPT
+    assert systems.system_prompt() == systems.SYSTEM_PROMPT
+    assert systems.system_prompt(True) == systems.HINTED_SYSTEM_PROMPT
+
+
+def test_the_reader_sends_the_prompt_its_hint_asks_for():
+    plain = systems.Reader(client=None).messages("ctx", "q")[0]["content"]
+    hinted = systems.Reader(client=None, memory_hint=True).messages("ctx", "q")[0]["content"]
+    assert plain == systems.SYSTEM_PROMPT and hinted == systems.HINTED_SYSTEM_PROMPT
+
+
+def test_the_hint_is_off_in_every_profile_and_changes_the_run_key():
+    assert evaluate.EvalConfig().memory_hint is False
+    for profile in ("smoke", "quick", "paper"):
+        assert config.notebook_params(profile, "12_memops_eval")["memory_hint"] is False
+    cfg = evaluate.EvalConfig()
+    on = evaluate.EvalConfig(memory_hint=True)
+    assert evaluate.run_key(cfg, "m") != evaluate.run_key(on, "m")  # other answers, never the old journal's
+    assert evaluate.run_key(cfg, "m") == evaluate.run_key(evaluate.EvalConfig(), "m")
+
+
+@pytest.mark.parametrize("subject", ["gold"])
+def test_a_reference_subject_reads_no_prompt_so_its_key_ignores_it(subject):
+    a = evaluate.EvalConfig(subject=subject)
+    b = evaluate.EvalConfig(subject=subject, memory_hint=True)
+    assert evaluate.run_key(a, "m") == evaluate.run_key(b, "m")
