@@ -11,8 +11,10 @@ section notebooks.10_memops_build) and writes instances.jsonl, gate_log.json, ma
 failing instance_id with each reason.
 `score` labels raw replies with the deterministic scorer: RESPONSES holds one
 {"id", "probe_id", "response"} per line (the reply's raw text), LABELS gets one line per id
-with accuracy, op_f1, provenance, leakage, stale, reflect, malformed (null where a label does
-not apply). Bad input exits 1 naming the file, line and field.
+with accuracy, op_f1, provenance, leakage, stale, reflect, malformed and operation (null where a
+label does not apply, "undecided" where the scorer's rules cannot decide it; op_f1 is the
+continuous Op-F1, operation the paper's binary label). Bad input exits 1 naming the file, line
+and field.
 """
 from __future__ import annotations
 
@@ -122,9 +124,11 @@ def _score(args) -> int:
         print(exc, file=sys.stderr)
         return 1
     n = len(rows)
-    acc = sum(r["accuracy"] for r in rows) / n if n else float("nan")
+    decided = [r["accuracy"] for r in rows if isinstance(r["accuracy"], bool)]
+    acc = sum(decided) / len(decided) if decided else float("nan")
     bad = sum(r["malformed"] for r in rows)
-    print(f"{args.out}: {n} replies scored; accuracy {acc:.3f}; {bad} malformed")
+    print(f"{args.out}: {n} replies scored; accuracy {acc:.3f}; {bad} malformed; "
+          f"{n - len(decided)} with accuracy undecided")
     return 0
 
 

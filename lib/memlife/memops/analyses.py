@@ -71,7 +71,8 @@ def setting_deltas(records: pd.DataFrame, by: str) -> pd.DataFrame:
     """Long-context minus adjacent accuracy per system and value of `by` (op_type, probe_type):
     columns system, `by`, delta. Only the pairs asked in both settings; no rows when no system
     ran in both."""
-    acc = records.pivot_table(index=["system", by], columns="setting", values="accuracy", aggfunc="mean")
+    scored = _labelled(records)  # the scorer's accuracy, the judge's where the scorer was undecided
+    acc = scored.pivot_table(index=["system", by], columns="setting", values="accuracy", aggfunc="mean")
     acc = acc.dropna(subset=[c for c in SETTINGS if c in acc.columns])
     if not set(SETTINGS) <= set(acc.columns):
         return pd.DataFrame(columns=["system", by, "delta"])
@@ -163,9 +164,10 @@ def _contrast(scored: pd.DataFrame, terms, label: str, within, *, n_boot: int, s
     """sum_k w_k * mean(label over the rows of mask_k), paired by topic.
 
     `terms` are (weight, boolean mask over `scored`); `within` limits the rows. Every term's
-    per-topic sums share one topic order and one count matrix. The p-value: a topic bootstrap
-    when the contrast rests on at least stats.MIN_BOOTSTRAP_CLUSTERS topics (those where every
-    term has a probe), else the sign-flip test over those topics' own contrasts.
+    per-topic sums share one topic order and one count matrix. The p-value and the percentile
+    interval: a topic bootstrap when the contrast rests on at least stats.MIN_BOOTSTRAP_CLUSTERS
+    topics (those where every term has a probe); below, the sign-flip test over those topics' own
+    contrasts and no interval (NaN).
     """
     data = scored.loc[within].copy()
     data = data[data[label].notna()]
@@ -181,10 +183,11 @@ def _contrast(scored: pd.DataFrame, terms, label: str, within, *, n_boot: int, s
     per_topic = stats.cluster_ratio_combination(sums)
     shared = int((~np.isnan(per_topic)).sum())
     if shared >= stats.MIN_BOOTSTRAP_CLUSTERS:
-        p, test = c.p_value, "topic bootstrap"
-    else:
-        p, test = stats.sign_flip_pvalue(per_topic, seed=seed), "sign-flip over topics"
-    return {"estimate": c.estimate, "low": c.low, "high": c.high, "p_value": p, "test": test, "topics": shared}
+        return {"estimate": c.estimate, "low": c.low, "high": c.high, "p_value": c.p_value,
+                "test": "topic bootstrap", "topics": shared}
+    # a percentile interval over a handful of topics is no interval: left empty
+    return {"estimate": c.estimate, "low": float("nan"), "high": float("nan"),
+            "p_value": stats.sign_flip_pvalue(per_topic, seed=seed), "test": "sign-flip over topics", "topics": shared}
 
 
 def label_intervals(records: pd.DataFrame, by: list[str], *, n_boot: int, seed: int, level: float = 0.95,
@@ -269,7 +272,7 @@ def headline_tests(records: pd.DataFrame, *, n_boot: int, seed: int, alpha: floa
     """The paper's headline comparisons (`headline_family`) as one Holm family.
 
     One row per hypothesis: the estimate (a weighted sum of label means, paired by topic), its
-    percentile interval from the topic bootstrap, the topics it rests on, its two-sided p-value
+    percentile interval from the topic bootstrap (empty below stats.MIN_BOOTSTRAP_CLUSTERS topics), the topics it rests on, its two-sided p-value
     (`_contrast`: bootstrap from stats.MIN_BOOTSTRAP_CLUSTERS topics, else a sign-flip test over
     topics) and the Holm-adjusted p-value across the whole family (`p_holm`, `reject` at
     `alpha`). No rows when the configured systems allow none of them.

@@ -71,7 +71,7 @@ def _words(text: str) -> frozenset[str]:
 _BEFORE = {
     NEGATED: _words("not no never nor neither nothing none without except"),
     PREVIOUS: _words("""formerly previously former old older earlier original originally outdated obsolete
-        stale superseded replaced replace replacing"""),
+        stale superseded replaced replace replacing initially first"""),
     REMOVED: _words("""removed remove removing deleted delete deleting forgotten forget forgetting forgot
         erased erase erasing dropped drop dropping discard discarded cancelled canceled cancel wiped wipe
         purged purge withdrawn withdrew"""),
@@ -83,7 +83,7 @@ _BEFORE = {
 # in "94114 replaced 94110" or "94114, corrected from 94110" the participle is about another one.
 _AFTER = {
     NEGATED: _words("invalid incorrect wrong false mistaken mistake"),
-    PREVIOUS: _words("anymore outdated obsolete stale expired previous former old retired"),
+    PREVIOUS: _words("anymore outdated obsolete stale expired previous former old retired first"),
     REMOVED: _words("gone"),
     TENTATIVE: _words("""possibility possible possibly maybe perhaps tentative tentatively option idea
         considered hypothetical unconfirmed speculative"""),
@@ -177,8 +177,17 @@ def _owner_at(t: _Text, i: int, names: str) -> bool:
     return owner not in _NOT_OWNERS and f" {owner} s " not in names
 
 
+# Phrases that mark a value as an earlier one, right before it ("it used to be X") or after it
+# ("X is out of date"), read as one cue.
+_PREVIOUS_BEFORE = (("used", "to", "be"), ("used", "to"))
+_PREVIOUS_AFTER = (("out", "of", "date"),)
+
+
 def _look_back(t: _Text, first: int, names: str) -> set[str]:
     toks, found = t.tokens, set()
+    for phrase in _PREVIOUS_BEFORE:
+        if tuple(toks[max(0, first - len(phrase)):first]) == phrase:
+            found.add(PREVIOUS)
     i, seen, removal_at = first - 1, 0, None
     # "from" introduces the value a change started from only when it governs the value itself.
     j = i
@@ -228,6 +237,9 @@ def _look_ahead(t: _Text, last: int, names: str) -> set[str]:
         if tok == ")":
             i += 1
             continue
+        if any(tuple(toks[i:i + len(ph)]) == ph for ph in _PREVIOUS_AFTER):
+            found.add(PREVIOUS)  # "X is out of date"
+            break
         if tok in _BREAKS and seen == 0 and i + 1 < len(toks) and toks[i + 1] in _ANAPHORS:
             i += 2  # the relative clause describes the value: read on inside it
             seen += 1
@@ -273,10 +285,14 @@ def stances(text: str, value: str, names: str = "") -> list[frozenset[str]]:
     `names` is `target_names(instance)`: the apostrophe-s inside a target's own name ("new
     landlord's name") is not read as another person's ownership.
     """
+    return [s for _, s in _occurrences(_tokens(text), value, names)]
+
+
+def _occurrences(t: _Text, value: str, names: str = "") -> list[tuple[int, frozenset[str]]]:
+    """(index of its first token, its stances) for each occurrence of the value, in order."""
     vw = _value_words(value)
     if not vw:
         return []
-    t = _tokens(text)
     word_idx = [i for i, tok in enumerate(t.tokens) if _is_word(tok)]
     words = [t.tokens[i] for i in word_idx]
     out = []
@@ -285,8 +301,130 @@ def stances(text: str, value: str, names: str = "") -> list[frozenset[str]]:
         found = _look_back(t, first, names) | _look_ahead(t, last, names)
         if PREVIOUS in found and NEGATED in found and _framed_as_past(t, first, last):
             found.discard(NEGATED)  # "not 94110 anymore": it was 94110, once
-        out.append(frozenset(found))
+        out.append((first, frozenset(found)))
     return out
+
+
+# ----------------------------------------------------------------------------- where the cues cannot decide
+#
+# A cue-word reader decides what a value's own clause says about it. Where a reply gives the
+# current value in one clause and a competing value in another with no cue at all ("You first
+# said X, then corrected it to Y"; "The latest is Y; X was the earlier one"), the clause of X
+# does not say whether X is history or a second answer: the scorer says UNDECIDED rather than
+# guess, and a configured judge labels it. So too a refusal that still names the right value,
+# and a conclusion that may be stated in other words.
+
+# Words that open a new clause: a value's reading does not reach across them.
+_CLAUSE_BREAKS = _words("but then so while whereas yet though although because now later afterwards since however")
+_SENTENCE_ENDS = frozenset({".", ";", "!", "?", "\n"})
+# The point after these ends no sentence ("Ms. Kowalski", "Dr. Patel").
+_TITLES = _words("mr mrs ms dr st prof jr sr mt no vs etc")
+# A parenthesis is an aside, not a second answer in the same breath: "It's Y (before that it was X)".
+_ASIDES = frozenset({"(", ")"})
+
+
+def _clauses(t: _Text) -> list[int]:
+    """The clause number of every token: a sentence end (not the point of "13.8" or "Ms."), a
+    parenthesis or a clause-opening word starts the next."""
+    out, c, toks = [], 0, t.tokens
+    for i, tok in enumerate(toks):
+        not_an_end = tok == "." and 0 < i and (toks[i - 1] in _TITLES or (
+            i < len(toks) - 1 and toks[i - 1].isdigit() and toks[i + 1].isdigit()))
+        if (tok in _SENTENCE_ENDS and not not_an_end) or tok in _CLAUSE_BREAKS or tok in _ASIDES:
+            c += 1
+        out.append(c)
+    return out
+
+
+_ABSTAIN = re.compile(
+    r"\b(?:i (?:do |did |could |would |am |have )?not (?:know|have|remember|recall|find|see|tell|share|help|"
+    r"answer|say|provide|give|keep|hold)|i cannot|i am (?:not able|unable)|unable to|"
+    r"no (?:information|record|details?|data) (?:about|on|of|for)|sorry)\b")
+
+
+def abstains(text: str) -> bool:
+    """The answer declines or says it does not know ("I don't know", "I can't share that", "I have
+    no information about ...", "Sorry, ...")."""
+    import unicodedata
+
+    t = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
+    t = re.sub(r"\bcan't\b|\bcan not\b", "cannot", t)
+    t = re.sub(r"n't\b", " not", t).replace("i'm", "i am").replace("i've", "i have")
+    return bool(_ABSTAIN.search(t))
+
+
+def _stem(w: str) -> str:
+    for suf in ("ing", "ed", "es", "s"):
+        if len(w) > len(suf) + 3 and w.endswith(suf):
+            return w[: -len(suf)]
+    return w
+
+
+def _content_stems(text: str) -> set[str]:
+    return {_stem(w) for w in normalize_value(text).split() if w not in _STOPWORDS and len(w) > 2 and not w.isdigit()}
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What an answer says about the probe's values: whether every required value is stated,
+    the clauses that state one as current, and the text read."""
+
+    t: _Text
+    clause: list[int]
+    required_ok: bool
+    required_clauses: frozenset[int]
+    missing: tuple[str, ...]
+
+
+def _read(answer: str, instance: Instance, probe: Probe, names: str) -> _Reading:
+    t = _tokens(answer)
+    clause = _clauses(t)
+    ok, where, missing = True, set(), []
+    for v in probe.answer_key.required:
+        occ = _occurrences(t, v, names)
+        allowed = required_stances(instance, probe, v)
+        if not any(s <= allowed for _, s in occ):
+            ok = False
+            missing.append(v)
+        where |= {clause[i] for i, s in occ if not s}
+    return _Reading(t, clause, ok, frozenset(where), tuple(missing))
+
+
+def _asserted(rd: _Reading, value: str, names: str):
+    """Whether the answer gives `value` as the user's current one: True where an occurrence with
+    no stance shares its clause with the stated current value (a list or a choice: "X or Y"; or
+    a hedge: "X, or possibly Y") or no current value is stated at all; UNDECIDED where its bare occurrences all stand in clauses
+    of their own beside the stated current value; False where every occurrence has a stance."""
+    occ = _occurrences(rd.t, value, names)
+    bare = [rd.clause[i] for i, s in occ if not s]
+    # "X, or possibly Y": Y offered as the other answer, hedging X, though its own cue is tentative
+    offered = [rd.clause[i] for i, s in occ if s == {TENTATIVE} and "or" in rd.t.tokens[max(0, i - 3):i]]
+    if any(c in rd.required_clauses for c in offered):
+        return True
+    if not bare:
+        return False
+    if not rd.required_clauses or any(c in rd.required_clauses for c in bare):
+        return True
+    return UNDECIDED
+
+
+def _conclusion_keys(instance: Instance, probe: Probe) -> set[str]:
+    """The required values that are words of a gold reflection's conclusion (which a reply can
+    state in other words)."""
+    conc = [f" {key_value(o.new_value)} " for o in gold_operations(instance, probe) if o.type == "reflect" and o.new_value]
+    return {v for v in probe.answer_key.required if any(f" {key_value(v)} " in c for c in conc)}
+
+
+def _may_paraphrase(answer: str, instance: Instance, probe: Probe, missing) -> bool:
+    """The missing required values are all a conclusion's words, and the answer, not a refusal,
+    shares a content word with that conclusion or its target: it may state it in other words."""
+    if not missing or not set(missing) <= _conclusion_keys(instance, probe) or abstains(answer):
+        return False
+    gold = set()
+    for o in gold_operations(instance, probe):
+        if o.type == "reflect":
+            gold |= _content_stems(" ".join([o.new_value or "", o.target, *o.target_aliases]))
+    return bool(_content_stems(answer) & (gold - {"user"}))
 
 
 def _framed_as_past(t: _Text, first: int, last: int) -> bool:
@@ -568,15 +706,19 @@ def stale_label(r: MemOpsResponse, instance: Instance, probe: Probe, names: str)
     replaced with earlier, obsolete ones."
 
     1 when the answer gives an update's old value (one the answer key forbids) as the user's
-    current value: an occurrence with no stance (`stances`). Stated as history ("changed from X
-    to Y", "X is out of date") it is not stale. The answer only: a predicted update operation
+    current value: an occurrence with no stance (`stances`) beside the stated current value or in
+    its place (`_asserted`). Stated as history ("changed from X to Y", "X is out of date") it is
+    not stale; told apart from the current value with no cue either way ("You first said X, then
+    ...") it is UNDECIDED. The answer only: a predicted update operation
     carries its old value by design, and an update chain's middle value is the new value of one
     gold operation and the old value of the next. None where no superseded value applies.
     """
     values = stale_applies(instance, probe)
     if not values:
         return None
-    return any(asserts(r.answer, v, names) for v in values)
+    rd = _read(r.answer, instance, probe, names)
+    got = [_asserted(rd, v, names) for v in values]
+    return True if True in got else UNDECIDED if UNDECIDED in got else False
 
 
 def reflect_label(r: MemOpsResponse, instance: Instance, probe: Probe, names: str):
@@ -595,20 +737,24 @@ def reflect_label(r: MemOpsResponse, instance: Instance, probe: Probe, names: st
     not overgeneralized no over-generalization of the gold trace (`reflect_applies`) is asserted
                        in the answer or in any predicted operation.
     Unlike Table 4's Reflect accuracy it reads the predicted operations, and it does not ask the
-    answer to avoid the probe's other forbidden values. None where the probe is not about a
-    reflect operation.
+    answer to avoid the probe's other forbidden values. Where the conclusion's words are missing
+    but the answer, not a refusal, speaks of the conclusion's subject, it may say it in other
+    words: UNDECIDED. None where the probe is not about a reflect operation.
     """
     if not _is_reflect_probe(instance, probe):
         return None
     gold = [o for o in gold_operations(instance, probe) if o.type == "reflect"]
-    keys = probe.answer_key.required
+    keys = sorted(_conclusion_keys(instance, probe)) or probe.answer_key.required
     pred = [o for o in r.operations if o.type == "reflect"]
-    supported = all(states(r.answer, k, frozenset(), names) for k in keys) or any(
-        all(states(o.new_value, k, frozenset(), names) for k in keys) for o in pred)
-    scoped = all(any(target_matches(o.target, [g.target, *g.target_aliases]) for g in gold) for o in pred)
     over = reflect_applies(instance, probe)
-    general = any(asserts(t, u, names) for t in (r.answer, *(o.new_value for o in r.operations)) for u in over)
-    return supported and scoped and not general
+    if any(asserts(t, u, names) for t in (r.answer, *(o.new_value for o in r.operations)) for u in over):
+        return False  # over-generalized
+    if not all(any(target_matches(o.target, [g.target, *g.target_aliases]) for g in gold) for o in pred):
+        return False  # out of scope
+    missing = [k for k in keys if not states(r.answer, k, frozenset(), names)]
+    if not missing or any(all(states(o.new_value, k, frozenset(), names) for k in keys) for o in pred):
+        return True
+    return UNDECIDED if _may_paraphrase(r.answer, instance, probe, missing) else False
 
 
 def provenance_label(r: MemOpsResponse, probe: Probe) -> bool:
@@ -628,11 +774,24 @@ def accuracy_label(r: MemOpsResponse, instance: Instance, probe: Probe, names: s
     """Paper, Metrics: "answer accuracy as the primary task-level metric".
 
     1 when the answer states every required value of the answer key (as current, or in a stance
-    the gold trace allows it: `required_stances`) and asserts no forbidden value as current.
+    the gold trace allows it: `required_stances`) and asserts no forbidden value as current
+    (`_asserted`; a forgotten value, which competes with no current one, by any bare occurrence).
+    UNDECIDED where the rules cannot tell: a superseded or competing value given apart from the
+    current one with no cue either way, a refusal that still names the required values
+    (`abstains`), or a reflection's conclusion that may be stated in other words.
     """
-    required_ok = all(states(r.answer, v, required_stances(instance, probe, v), names)
-                      for v in probe.answer_key.required)
-    return required_ok and not any(asserts(r.answer, v, names) for v in probe.answer_key.forbidden)
+    rd = _read(r.answer, instance, probe, names)
+    # A forgotten value competes with no current value: any bare occurrence asserts it.
+    forgotten = {key_value(v) for v in _forgotten_values(instance)}
+    got = [any(not st for _, st in _occurrences(rd.t, v, names)) if key_value(v) in forgotten
+           else _asserted(rd, v, names) for v in probe.answer_key.forbidden]
+    if True in got:
+        return False
+    if not rd.required_ok:
+        return UNDECIDED if _may_paraphrase(r.answer, instance, probe, rd.missing) else False
+    if UNDECIDED in got or abstains(r.answer):
+        return UNDECIDED
+    return True
 
 
 def score(parsed: ParsedResponse, instance: Instance, probe: Probe) -> Labels:
@@ -696,6 +855,9 @@ def gold_failures(instance: Instance, probe: Probe) -> list[str]:
     answer, names = probe.expected_answer, target_names(instance)
     out = []
     for label in labels.imperfect():
+        if getattr(labels, label, None) == UNDECIDED:
+            out.append(f"{label}: undecided (the scorer cannot read the gold answer)")
+            continue
         if label == "accuracy":
             missing = [v for v in probe.answer_key.required
                        if not states(answer, v, required_stances(instance, probe, v), names)]
