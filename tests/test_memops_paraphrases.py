@@ -140,3 +140,19 @@ def test_score_files_say_undecided(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "accuracy 1.000; 0 malformed; 1 with accuracy undecided" in run.stdout
     assert [json.loads(x) for x in (tmp_path / "labels.jsonl").read_text().splitlines()] == got
+
+
+@pytest.mark.slow
+def test_gold_is_perfect_and_decided_on_every_paper_profile_probe(tmp_path):
+    """The paper profile's dataset, built offline (template realizer, no verifier: ~40 s): every
+    probe's gold response gets every applicable label at its best value, none undecided."""
+    params = replace(params_for("paper"), realizer="template", verifier="off")
+    instances = build(params, tmp_path, progress=False).instances
+    probes = [(i, p) for i in instances for p in i.probes]
+    assert len(probes) > 2000
+    failures = [(p.probe_id, metrics.gold_failures(i, p)) for i, p in probes if metrics.gold_failures(i, p)]
+    assert failures == []
+    labels = [metrics.score(metrics.gold_response(i, p), i, p) for i, p in probes]
+    assert all(lab.perfect and not lab.undecided for lab in labels)
+    # every label that can apply was exercised
+    assert {k for lab in labels for k in metrics.LABEL_NAMES if getattr(lab, k) is not None} == set(metrics.LABEL_NAMES)
