@@ -243,8 +243,10 @@ def headline_family(records: pd.DataFrame) -> list[dict]:
         if "trajectory" in ops and single:
             fam.append({"name": "trajectory - single-step: session - turn", "label": "accuracy",
                         "claim": "TrajectoryOps gains most from session- over turn-level retrieval (4.3)",
-                        "terms": [(1.0, "bm25_session", rag, ("trajectory",)), (-1.0, "bm25_turn", rag, ("trajectory",)),
-                                  (-1.0, "bm25_session", rag, tuple(single)), (1.0, "bm25_turn", rag, tuple(single))]})
+                        "terms": [(1.0, "bm25_session", rag, ("trajectory",)),
+                                  (-1.0, "bm25_turn", rag, ("trajectory",)),
+                                  (-1.0, "bm25_session", rag, tuple(single)),
+                                  (1.0, "bm25_turn", rag, tuple(single))]})
     if {("long_context", s) for s in SETTINGS} <= have:
         single = [o for o in SINGLE_STEP if o in ops]
         if "trajectory" in ops and single:
@@ -272,10 +274,11 @@ def headline_tests(records: pd.DataFrame, *, n_boot: int, seed: int, alpha: floa
     """The paper's headline comparisons (`headline_family`) as one Holm family.
 
     One row per hypothesis: the estimate (a weighted sum of label means, paired by topic), its
-    percentile interval from the topic bootstrap (empty below stats.MIN_BOOTSTRAP_CLUSTERS topics), the topics it rests on, its two-sided p-value
-    (`_contrast`: bootstrap from stats.MIN_BOOTSTRAP_CLUSTERS topics, else a sign-flip test over
-    topics) and the Holm-adjusted p-value across the whole family (`p_holm`, `reject` at
-    `alpha`). No rows when the configured systems allow none of them.
+    percentile interval from the topic bootstrap (empty below stats.MIN_BOOTSTRAP_CLUSTERS
+    topics), the topics it rests on, its two-sided p-value (`_contrast`: bootstrap from
+    stats.MIN_BOOTSTRAP_CLUSTERS topics, else a sign-flip test over topics) and the Holm-adjusted
+    p-value across the whole family (`p_holm`, `reject` at `alpha`). No rows when the configured
+    systems allow none of them.
     """
     scored = _labelled(records)
     rows = []

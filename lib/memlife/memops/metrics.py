@@ -393,8 +393,9 @@ def _read(answer: str, instance: Instance, probe: Probe, names: str) -> _Reading
 def _asserted(rd: _Reading, value: str, names: str):
     """Whether the answer gives `value` as the user's current one: True where an occurrence with
     no stance shares its clause with the stated current value (a list or a choice: "X or Y"; or
-    a hedge: "X, or possibly Y") or no current value is stated at all; UNDECIDED where its bare occurrences all stand in clauses
-    of their own beside the stated current value; False where every occurrence has a stance."""
+    a hedge: "X, or possibly Y") or no current value is stated at all; UNDECIDED where its bare
+    occurrences all stand in clauses of their own beside the stated current value; False where
+    every occurrence has a stance."""
     occ = _occurrences(rd.t, value, names)
     bare = [rd.clause[i] for i, s in occ if not s]
     # "X, or possibly Y": Y offered as the other answer, hedging X, though its own cue is tentative
@@ -411,7 +412,8 @@ def _asserted(rd: _Reading, value: str, names: str):
 def _conclusion_keys(instance: Instance, probe: Probe) -> set[str]:
     """The required values that are words of a gold reflection's conclusion (which a reply can
     state in other words)."""
-    conc = [f" {key_value(o.new_value)} " for o in gold_operations(instance, probe) if o.type == "reflect" and o.new_value]
+    conc = [f" {key_value(o.new_value)} " for o in gold_operations(instance, probe)
+            if o.type == "reflect" and o.new_value]
     return {v for v in probe.answer_key.required if any(f" {key_value(v)} " in c for c in conc)}
 
 
@@ -496,7 +498,7 @@ def target_matches(predicted: str, gold_names: list[str]) -> bool:
 
 # ----------------------------------------------------------------------------- the scorer
 
-# What the scorer says where its rules cannot decide a label (`Labels`; DESIGN.md "Undecided").
+# What the scorer says where its rules cannot decide a label (`Labels`; `_asserted`, `abstains`, `_may_paraphrase`).
 UNDECIDED = "undecided"
 # The per-reply labels, in the paper's Table 3 order; `op_f1` is our extra continuous column.
 LABEL_NAMES = ("accuracy", "operation", "provenance", "leakage", "stale", "reflect")
@@ -1144,8 +1146,6 @@ def summarize(records, by: list[str]):
     stale rates are over the well-formed replies they apply to. Records without a column
     (malformed, op_f1, undecided) get none in the summary.
     """
-    import pandas as pd
-
     df = _frame(records)
     labels = resolved(df)
     frame = df[by].copy()
