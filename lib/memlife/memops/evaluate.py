@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import metrics, systems
 from .schema import Instance, load_instances
+from .systems import RETRIEVAL_TOKENS
 
 RECORD_COLUMNS = (
     "system", "setting", "instance_id", "topic_id", "op_type", "probe_id", "probe_type", "multi_hop",
@@ -44,8 +45,11 @@ class EvalConfig:
     settings: list[str] = field(default_factory=lambda: list(systems.SETTINGS))
     max_instances: int | None = None  # a deterministic subset, balanced over op types
     max_probes: int | None = None     # the first probes of each instance
-    top_k_turns: int = 10
-    top_k_sessions: int = 2
+    # BM25: both granularities get the same context budget in tokens (systems.RETRIEVAL_TOKENS);
+    # top_k_turns / top_k_sessions cap their units besides it (None: no cap)
+    top_k_turns: int | None = None
+    top_k_sessions: int | None = None
+    retrieval_tokens: int | None = RETRIEVAL_TOKENS  # (`systems` is a field name here)
     top_k_memories: int = 10
     reader_max_tokens: int = 192
     temp_lora_steps: int = 4
@@ -65,8 +69,8 @@ class EvalConfig:
 
 
 # The EvalConfig fields that change an answer or a store; the others only choose what is asked.
-ANSWER_FIELDS = ("seed", "top_k_turns", "top_k_sessions", "top_k_memories", "reader_max_tokens",
-                 "temp_lora_steps", "mem0_infer", "extract_max_tokens")
+ANSWER_FIELDS = ("seed", "top_k_turns", "top_k_sessions", "retrieval_tokens", "top_k_memories",
+                 "reader_max_tokens", "temp_lora_steps", "mem0_infer", "extract_max_tokens")
 
 
 def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = None) -> str:
@@ -362,8 +366,9 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                     if todo and system is None:
                         system = systems.make_system(
                             name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
-                            top_k_sessions=cfg.top_k_sessions, top_k_memories=cfg.top_k_memories,
-                            seed=cfg.seed, temp_lora=lora_cfg, mem0_infer=False if cfg.subject else cfg.mem0_infer,
+                            top_k_sessions=cfg.top_k_sessions, retrieval_tokens=cfg.retrieval_tokens,
+                            top_k_memories=cfg.top_k_memories, seed=cfg.seed, temp_lora=lora_cfg,
+                            mem0_infer=False if cfg.subject else cfg.mem0_infer,
                             extract_max_tokens=cfg.extract_max_tokens)
 
                     def answer_instance(inst, probes, system=system, setting=setting, journal=journal):

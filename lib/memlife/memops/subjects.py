@@ -148,6 +148,7 @@ class Handover:
     context_tokens: int
     truncated_tokens: int
     retrieved: tuple[str, ...]
+    handed_tokens: int = 0  # the lines the system handed over, before the window fit (as `Reader.fit` counts)
 
 
 @dataclass
@@ -183,9 +184,9 @@ class SubjectReader(systems.Reader):
         if self._item is None or self._item[1].question != question:
             raise RuntimeError("SubjectReader: bind(instance, probe, system, setting) before asking its question")
         instance, probe = self._item
-        context, dropped = self.context(lines, question)
+        context, dropped, handed = self.handover(lines, question)
         tokens = systems._count(context)
-        self.last = Handover(context, tokens, dropped, tuple(retrieved or ()))
+        self.last = Handover(context, tokens, dropped, tuple(retrieved or ()), handed)
         self.last_reply = reply(self.subject, instance, probe, context, tokens, system=self.system,
                                 setting=self.setting, seed=self.seed, noise=self.noise)
         return systems.Answer(parsed=self.last_reply.parsed, context_tokens=tokens, truncated_tokens=dropped,

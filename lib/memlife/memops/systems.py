@@ -4,8 +4,9 @@ Paper Section 4.1 evaluates four memory families; each is here with the real mec
 
 * long-context — the whole history in the prompt (truncated from the front only when it does
   not fit the reader's window; the truncation is recorded);
-* retrieval — BM25 over turns or over sessions, top-k, chronological, then the reader; scored,
-  tokenized and tie-broken by `memlife.retrieve` (bm25s), the same ranker as the restore audit's;
+* retrieval — BM25 over turns or over sessions, the best-ranked units within a token budget both
+  granularities share (`RETRIEVAL_TOKENS`), chronological, then the reader; scored, tokenized and
+  tie-broken by `memlife.retrieve` (bm25s), the same ranker as the restore audit's;
 * managed memory — Mem0 (`mem0ai`, in-process, local MiniLM embedder, local Qdrant store) and
   MemOS (`MemoryOS` general_text memory, in its own environment behind a JSON-lines worker,
   because its pins — openai<2, transformers<5 — conflict with ours);
@@ -175,22 +176,32 @@ class Reader:
     # (on a 6.5k-token history: 41 s of prompt evaluation per probe without this).
     question_allowance: int = 256
 
-    def fit(self, lines: list[str], question: str) -> tuple[list[str], int]:
-        """Drop whole lines from the front until system + context + question fit the window."""
+    def room(self, question: str = "") -> int:
+        """The context tokens the window leaves for memory lines (each line's tokens + 1, as `fit`
+        counts them) beside the system prompt, the question and the reply."""
         # A reasoning model's completion budget also pays for its reasoning (llm.Client).
         reply = self.client.completion_budget(self.max_tokens) if hasattr(self.client, "completion_budget") \
             else self.max_tokens
         budget = int(self.window() * self.token_margin) - reply
-        budget -= _count(self.system_prompt()) + max(self.question_allowance, _count(question)) + 32
+        return budget - (_count(self.system_prompt()) + max(self.question_allowance, _count(question)) + 32)
+
+    def fit(self, lines: list[str], question: str) -> tuple[list[str], int]:
+        """Drop whole lines from the front until system + context + question fit the window."""
+        kept, dropped, _ = self.measure(lines, question)
+        return kept, dropped
+
+    def measure(self, lines: list[str], question: str) -> tuple[list[str], int, int]:
+        """`fit`, and the tokens of all the lines handed over (each line's + 1, as `fit` counts)."""
+        budget = self.room(question)
         counts = [_count(line) + 1 for line in lines]
-        total = sum(counts)
+        total = handed = sum(counts)
         start = 0
         dropped = 0
         while total > budget and start < len(lines):
             total -= counts[start]
             dropped += counts[start]
             start += 1
-        return lines[start:], dropped
+        return lines[start:], dropped, handed
 
     def messages(self, context: str, question: str) -> list[dict]:
         # Stable system prompt, then the context, then the question last: probes on one history
@@ -203,8 +214,13 @@ class Reader:
     def context(self, lines: list[str], question: str) -> tuple[str, int]:
         """The memory text the reader is shown for these lines, and the tokens the fit dropped.
         A reference subject (memops.subjects) reads exactly this, with no model call."""
-        kept, dropped = self.fit(lines, question)
-        return ("\n".join(kept) if kept else "(no memory)"), dropped
+        context, dropped, _ = self.handover(lines, question)
+        return context, dropped
+
+    def handover(self, lines: list[str], question: str) -> tuple[str, int, int]:
+        """`context`, and the tokens of all the lines the memory system handed over."""
+        kept, dropped, handed = self.measure(lines, question)
+        return ("\n".join(kept) if kept else "(no memory)"), dropped, handed
 
     def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> Answer:
         context, dropped = self.context(lines, question)
@@ -253,16 +269,100 @@ class LongContextSystem:
         return None
 
 
-class BM25System:
-    """BM25 over turns or sessions; the top-k units are shown to the reader in history order."""
+# The context budget both BM25 granularities share (tokens as `Reader.fit` counts them: each line's
+# o200k tokens plus one for its newline). Turn- and session-level retrieval are compared at the
+# same budget, not at the same number of units: a session is 8 to 100+ turns, so "top-k" means a
+# different amount of text at each granularity. 5,000 is the largest round budget the embedded
+# reader's 8k window holds whole (`Reader.room`: about 5,500 to 5,800 tokens, with 600 to 320 reply
+# tokens), so neither granularity's handover is cut by the window fit. Notebook 14 sweeps the
+# budget and k for both and shows where each holds the evidence ("The retrieval sweep").
+RETRIEVAL_TOKENS = 5000
 
-    def __init__(self, reader: Reader, granularity: str, top_k: int):
+
+def line_tokens(line: str) -> int:
+    """A context line's tokens as `Reader.fit` counts them: its own, plus its newline."""
+    return _count(line) + 1
+
+
+_LINE_COUNTS: dict[str, list[int]] = {}
+_LINE_COUNTS_KEEP = 2048  # histories; a 60k-token history's counts are ~3,200 ints
+
+
+def history_line_tokens(lines: list[str]) -> list[int]:
+    """`line_tokens` of each of a history's lines, counted once per history: the turn- and the
+    session-level system hold the same lines (a 60k-token history's ~3,200 lines take ~75 ms)."""
+    h = hashlib.sha256()
+    for line in lines:  # length-prefixed: no two lists of lines share a key
+        b = line.encode()
+        h.update(len(b).to_bytes(8, "little") + b)
+    key = h.hexdigest()
+    if key not in _LINE_COUNTS:
+        if len(_LINE_COUNTS) >= _LINE_COUNTS_KEEP:
+            _LINE_COUNTS.pop(next(iter(_LINE_COUNTS)))
+        from memlife import tokens
+
+        enc = tokens.encoding()
+        _LINE_COUNTS[key] = [len(enc.encode(line, disallowed_special=())) + 1 for line in lines]
+    return _LINE_COUNTS[key]
+
+
+def select_units(tokens, *, top_k: int | None = None, budget: int | None = None) -> list[int]:
+    """Which units a retriever hands over, given their `tokens` in rank order (best first): the
+    positions (into that order) of each unit, best first, that fits what remains of `budget`
+    tokens — a unit that does not fit is skipped, not a stop, as in `memlife.retrieve.inject`, so
+    one oversized unit never empties the handover — and at most `top_k` of them. None: no cap of
+    that kind. The number of units handed over (k) follows from the budget and the units' lengths.
+
+    The greedy walk takes every run of units that fits whole at once (a search in the running
+    sum), and after a unit that does not fit jumps to the next that does: a 3,000-turn ranking is
+    walked in a few steps, so notebook 14's sweep calls this for every probe and budget."""
+    import numpy as np
+
+    t = np.asarray(tokens, dtype=np.int64)
+    if top_k is not None and top_k < 0 or budget is not None and budget < 0:
+        raise ValueError(f"top_k and budget must be >= 0 (got top_k={top_k}, budget={budget})")
+    n = len(t) if top_k is None else min(len(t), int(top_k))
+    if budget is None:
+        return list(range(n))
+    cs = np.concatenate([[0], np.cumsum(t)])  # cs[j]: tokens of the first j units
+    chosen: list[int] = []
+    room, j = int(budget), 0
+    while j < len(t) and len(chosen) < n:
+        # the longest run from j that fits whole: the largest p with cs[p] - cs[j] <= room
+        p = int(np.searchsorted(cs, cs[j] + room, side="right")) - 1
+        if p > j:
+            chosen.extend(range(j, p))
+            room -= int(cs[p] - cs[j])
+            j = p
+        if j >= len(t):
+            break
+        fits = np.flatnonzero(t[j + 1:] <= room)  # unit j does not fit: the next one that does
+        if not len(fits):
+            break
+        j += 1 + int(fits[0])
+    return chosen[:n]
+
+
+class BM25System:
+    """BM25 over turns or over sessions: units in BM25 rank order (ties: the newer), each that fits
+    what remains of the token budget and at most `top_k` of them, shown to the reader in history
+    order. `budget_tokens` is the fair setting (both granularities get the same tokens: see
+    RETRIEVAL_TOKENS); `top_k` alone is the classic top-k, whose tokens differ by granularity."""
+
+    def __init__(self, reader: Reader, granularity: str, top_k: int | None = None,
+                 budget_tokens: int | None = None):
         if granularity not in ("turn", "session"):
             raise ValueError(f"granularity must be 'turn' or 'session', not {granularity!r}")
-        self.reader, self.granularity, self.top_k = reader, granularity, int(top_k)
+        if top_k is None and budget_tokens is None:
+            raise ValueError("BM25System needs top_k or budget_tokens (or both)")
+        self.reader, self.granularity = reader, granularity
+        self.top_k = None if top_k is None else int(top_k)
+        self.budget_tokens = None if budget_tokens is None else int(budget_tokens)
         self.name = f"bm25_{granularity}"
-        self.variant = f"top_k={self.top_k}"
-        self._index: dict[str, tuple[object, list[list[str]], list[list[str]]]] = {}  # index, tokens, units
+        self.variant = ", ".join(([f"top_k={self.top_k}"] if self.top_k is not None else [])
+                                 + ([f"budget={self.budget_tokens}"] if self.budget_tokens is not None else []))
+        self._index: dict[str, tuple] = {}  # history id: (index, unit token lists, units, unit tokens, line tokens)
+        self._last: tuple[str, str, list[int]] | None = None  # the last ranking: one per probe, whatever asks
 
     def _units(self, history: History) -> list[list[str]]:
         if self.granularity == "turn":
@@ -274,15 +374,38 @@ class BM25System:
 
         units = self._units(history)
         docs = retrieve.tokenize(["\n".join(u) for u in units])
-        self._index[history.history_id] = (retrieve.bm25_index(docs), docs, units)
+        lines = history_line_tokens([line for u in units for line in u])
+        tokens, at = [], 0
+        for u in units:
+            tokens.append(sum(lines[at:at + len(u)]))
+            at += len(u)
+        self._index[history.history_id] = (retrieve.bm25_index(docs), docs, units, tokens, lines)
+        self._last = None
 
-    def retrieve(self, history: History, question: str) -> list[int]:
-        """The top-k units by BM25 (ties: the newer), in history order: update order matters."""
+    def units(self, history: History) -> tuple[list[list[str]], list[int], list[int]]:
+        """An ingested history's units (their context lines), each unit's tokens, and each line's
+        (history order; all as `Reader.fit` counts them)."""
+        _, _, units, tokens, lines = self._index[history.history_id]
+        return units, tokens, lines
+
+    def ranking(self, history: History, question: str) -> list[int]:
+        """Every unit, best BM25 match first (ties: the newer first)."""
         from memlife import retrieve
 
-        index, docs, units = self._index[history.history_id]
+        if self._last is not None and self._last[:2] == (history.history_id, question):
+            return list(self._last[2])  # the same probe read through another window, or swept
+        index, docs, units = self._index[history.history_id][:3]
         scores = retrieve.bm25_scores(docs, retrieve.tokenize([question])[0], index)
-        return sorted(retrieve.best_first(scores, range(len(units)))[: self.top_k])
+        order = retrieve.best_first(scores, range(len(units)))
+        self._last = (history.history_id, question, order)
+        return list(order)
+
+    def retrieve(self, history: History, question: str) -> list[int]:
+        """The units handed over (`select_units` of the ranking), in history order: update order matters."""
+        order = self.ranking(history, question)
+        tokens = self._index[history.history_id][3]
+        picked = select_units([tokens[i] for i in order], top_k=self.top_k, budget=self.budget_tokens)
+        return sorted(order[p] for p in picked)
 
     def answer(self, history: History, question: str) -> Answer:
         units = self._index[history.history_id][2]
@@ -293,9 +416,11 @@ class BM25System:
     def release(self, history: History) -> None:
         """Drop one history's index once its probes are answered."""
         self._index.pop(history.history_id, None)
+        self._last = None
 
     def close(self) -> None:
         self._index.clear()
+        self._last = None
 
 
 # ----------------------------------------------------------------------------- stores
@@ -797,16 +922,20 @@ class TempLoRASystem:
 # ----------------------------------------------------------------------------- factory
 
 
-def make_system(name: str, *, reader: Reader, store_root: Path, top_k_turns: int = 10,
-                top_k_sessions: int = 2, top_k_memories: int = 10, seed: int = 0,
+def make_system(name: str, *, reader: Reader, store_root: Path, top_k_turns: int | None = None,
+                top_k_sessions: int | None = None, retrieval_tokens: int | None = RETRIEVAL_TOKENS,
+                top_k_memories: int = 10, seed: int = 0,
                 temp_lora: TempLoRAConfig | None = None, mem0_infer: bool | None = None,
                 extract_max_tokens: int = 384) -> MemorySystem:
+    """`retrieval_tokens`: the token budget both BM25 granularities share; `top_k_turns` /
+    `top_k_sessions`: a cap on their units besides it (None: none; with `retrieval_tokens=None`
+    the cap alone, the classic top-k)."""
     if name == "long_context":
         return LongContextSystem(reader)
     if name == "bm25_turn":
-        return BM25System(reader, "turn", top_k_turns)
+        return BM25System(reader, "turn", top_k_turns, retrieval_tokens)
     if name == "bm25_session":
-        return BM25System(reader, "session", top_k_sessions)
+        return BM25System(reader, "session", top_k_sessions, retrieval_tokens)
     if name == "mem0":
         return Mem0System(reader, store_root, top_k_memories, infer=mem0_infer,
                           extract_max_tokens=extract_max_tokens)
