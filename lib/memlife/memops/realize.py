@@ -448,14 +448,19 @@ def _beat(k: int, state: _TaskState, rng: random.Random) -> tuple[str, str] | No
 
 
 def _worked_detail(detail: list[str], state: _TaskState, items: tuple[str, ...], setting: str,
-                  rng: random.Random) -> list[str]:
-    """One paragraph of worked detail on an item of the user's list (each paragraph once per
-    conversation), and sometimes a line on what the assistant will do next."""
+                  talked: dict[str, int], rng: random.Random) -> list[str]:
+    """One or two paragraphs of worked detail (each paragraph once per conversation), each on the
+    item of the user's list talked about least so far, and sometimes a line on what the assistant
+    will do next."""
     out: list[str] = []
     for _ in range(2 if rng.random() < 0.4 else 1):
-        if detail:
-            item = rng.choice(state.todo or items)
-            out.append(detail.pop().format(item=item, setting=setting))
+        if not detail:
+            break
+        pool = list(state.todo) if len(state.todo) >= 2 else list(items)
+        rng.shuffle(pool)
+        item = min(pool, key=lambda i: talked.get(i, 0))
+        talked[item] = talked.get(item, 0) + 1
+        out.append(detail.pop().format(item=item, setting=setting))
     if rng.random() < 0.6:
         out.append(rng.choice(FOLLOW_THROUGH))
     return out
@@ -480,6 +485,7 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
     detail = list(ELABORATION)
     rng.shuffle(detail)
     setting = cp.topic.background.setting
+    talked: dict[str, int] = {}
     segments: list[list[Turn]] = []
     for seg in range(3):
         turns: list[Turn] = []
@@ -513,7 +519,7 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
                     u, a = _task_exchange(state, rng)
                 user_parts.append(u)
                 asst_parts.append(a)
-                asst_parts += _worked_detail(detail, state, kit.items, setting, rng)
+                asst_parts += _worked_detail(detail, state, kit.items, setting, talked, rng)
                 if echo is not None:
                     asst_parts.append(render_event(echo, rng))
                     echo = None
