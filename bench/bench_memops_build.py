@@ -29,7 +29,7 @@ def main() -> None:
     n_fail = sum(bool(gates.check(i)) for i in insts)
     t_gate = time.perf_counter() - t
     t = time.perf_counter()
-    longctx._corpus()
+    longctx.filler_sessions()
     t_corpus = time.perf_counter() - t
     t = time.perf_counter()
     embedded = [longctx.embed(i, params.longctx_tokens, params.seed) for i in insts]
@@ -45,7 +45,7 @@ def main() -> None:
     print(f"  plan (stages 1-3)          {t_plan:7.2f} s")
     print(f"  template realization       {t_real:7.2f} s")
     print(f"  deterministic gates        {t_gate:7.2f} s   ({n_fail} failing)")
-    print(f"  corpus token counts (once) {t_corpus:7.2f} s")
+    print(f"  filler sessions (once)     {t_corpus:7.2f} s")
     print(f"  long context (stage 4)     {t_embed:7.2f} s   (mean {mean_tokens:,.0f} tokens per history)")
     print(f"  full build + write         {t_build:7.2f} s   ({res.manifest['instances']} retained, {size_mb:.0f} MB)")
 

@@ -60,3 +60,44 @@ def test_a_chain_counts_only_when_its_quotes_are_where_they_point(smoke):
     p.reasoning_chain.source_facts[0].quote = "words nobody said"
     assert not describe.chained(broken, p)
     assert not describe.chained(inst, next(p for p in inst.probes if p.reasoning_chain is None))
+
+
+def test_describe_prints_table2_of_a_built_file_as_one_json_object(tmp_path, capsys):
+    """The CLI's numbers are Table 2's, recomputed here by hand from the file it reads."""
+    import json
+
+    from memlife import tokens
+    from memlife.memops import build as B
+    from memlife.memops.__main__ import main
+
+    params = B.BuildParams(profile="smoke", seed=0, n_topics=1, max_conversations=3, longctx_tokens=6000,
+                           realizer="template", verifier="off")
+    B.build(params, tmp_path, progress=False)
+    path = tmp_path / "instances.jsonl"
+    assert main(["describe", str(path)]) == 0
+    got = json.loads(capsys.readouterr().out)  # exactly one JSON object on stdout
+
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    adj = [sum(tokens.count(t["text"]) for seg in r["segments"] for t in seg) for r in rows]
+    longs = [sum(tokens.count(t["text"]) for c in r["long_context"]["conversations"] for t in c["turns"])
+             for r in rows]
+    assert got["conversations"] == len(rows) == 3
+    assert got["probes"] == sum(len(r["probes"]) for r in rows)
+    assert got["tokens_adjacent_mean"] == round(sum(adj) / 3)
+    assert got["tokens_long_context_mean"] == round(sum(longs) / 3)
+    assert got["tokens_long_context_max"] == max(longs) <= 6000
+    assert got["retained"] == 3 and got["retention_rate_pct"] == 100.0  # from gate_log.json beside it
+    # one computation: the CLI's values are describe.table2's "ours" column
+    from memlife.memops.schema import load_instances
+
+    ours = describe.table2_stats(load_instances(path), json.loads((tmp_path / "gate_log.json").read_text()))
+    assert {describe.STAT_KEYS[s]: v for s, v in ours.items()} == {k: v for k, v in got.items() if k != "sha256"}
+    assert list(describe.STAT_KEYS) == [k for keys in describe.SECTIONS.values() for k in keys]  # every row
+
+    (tmp_path / "gate_log.json").unlink()  # without the gate log, quality control is unknown
+    assert main(["describe", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["retained"] is None
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instance_id": "x"}\n')
+    assert main(["describe", str(bad)]) == 1
+    assert "bad.jsonl:1" in capsys.readouterr().err

@@ -16,7 +16,7 @@ def instances():
     return [R.template_instance(cp) for cp in P.plan(P.PlanParams(n_topics=2, seed=0))]
 
 
-@pytest.mark.parametrize("target", [3000, 6000, 20000])
+@pytest.mark.parametrize("target", [5000, 12000, 61000])
 def test_length_follows_the_target(instances, target):
     e = L.embed(instances[0], target, seed=0)
     total = sum(tokens.count(t.text) for conv in long_context_history(e) for t in conv)
@@ -38,14 +38,64 @@ def test_segments_dispersed_in_order_into_different_conversations(instances):
         assert G.check(e) == []
 
 
-def test_history_alternates_and_hosts_are_real_corpus_dialogues(instances):
-    from memlife import corpus
+def test_history_alternates_and_hosts_are_real_longmemeval_sessions(instances):
+    from memlife import reconstruct
 
-    e = L.embed(instances[1], 6000, seed=0)
-    ids = {d.dialogue_id for d in corpus.load_dialogues()}
-    for conv in e.long_context.conversations:
-        assert conv.source.split(":", 1)[1] in ids
-        assert [t.role for t in conv.turns] == ["user", "assistant"] * (len(conv.turns) // 2)
+    pool = reconstruct.session_pool(reconstruct.read_oracle())
+    for target, whole in ((6000, False), (61000, True)):
+        e = L.embed(instances[1], target, seed=0)
+        placed = {(b.conversation, b.position + k) for b in [*e.long_context.insertions,
+                                                              *e.long_context.context_distractors]
+                  for k in range(b.messages)}
+        for c, conv in enumerate(e.long_context.conversations):
+            src, sid = conv.source.split(":", 1)
+            assert src == "longmemeval" and sid in pool
+            assert [t.role for t in conv.turns] == ["user", "assistant"] * (len(conv.turns) // 2)
+            own = [(t.role, t.text) for i, t in enumerate(conv.turns) if (c, i) not in placed]
+            session = list(pool[sid].turns)
+            # the session's own turns, verbatim and in order: whole at paper length, its opening
+            # exchanges where the history must fit an 8k window
+            assert own == (session[: len(session) - len(session) % 2] if whole else session[: len(own)])
+            assert own and len(own) % 2 == 0
+
+
+def test_quick_history_fits_the_embedded_readers_window(instances):
+    from memlife.memops import build as B
+    from memlife.memops import systems as S
+
+    target = B.params_for("quick").longctx_tokens
+    reader = S.Reader(client=None)  # the embedded model's 8k window and reply budget
+    for inst in instances:
+        e = L.embed(inst, target, seed=0)
+        lines = S.format_turns(S.history_for(e, "long_context").turns())
+        for p in e.probes:
+            assert reader.fit(lines, p.question)[1] == 0  # nothing dropped: the whole history is read
+
+
+def test_filler_never_states_a_target_value(tmp_path, instances):
+    import json as _json
+
+    inst = instances[0]
+    values = G.target_values(inst)
+    assert values
+    f = tmp_path / "ultrachat.jsonl"
+    rows = [{"id": f"u{i:02d}", "data": [f"Question {i} about gardening and soil?",
+                                         f"Answer {i}: " + "mulch helps. " * 20] * 3} for i in range(40)]
+    for r in rows[::2]:  # half the sessions say one of the user's values in passing
+        r["data"][3] = f"Answer: mulch helps, and by the way {values[0]} is what my neighbour uses."
+    f.write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    e = L.embed(inst, 6000, seed=0, filler_path=str(f))
+    used = {c.source.split(":", 1)[1] for c in e.long_context.conversations}
+    assert used and all(int(u[1:]) % 2 == 1 for u in used)  # only the clean sessions are drawn
+    assert G.check(e) == []
+    # a value planted in a filler turn is caught, naming where
+    c, t, turn, _ = next(G.filler_turns(e))
+    e.long_context.conversations[c].turns[t].text = turn.text + f" Mine is {values[0]}."
+    got = [x for x in G.check(e) if x.gate == "filler_value"]
+    assert len(got) == 1 and f"conversation {c} turn {t}" in got[0].reason and values[0] in got[0].reason
+    # the evidence itself states the values and is not filler
+    assert all((c2, t2) != (ins.conversation, ins.position) for c2, t2, *_ in G.filler_turns(e)
+               for ins in e.long_context.insertions)
 
 
 def test_context_distractors_are_close_to_a_target_but_state_neutral(instances):
@@ -90,7 +140,7 @@ def test_ultrachat_jsonl_filler(tmp_path, instances):
     rows = [{"id": f"u{i}", "data": [f"Question {i} about gardening and soil?", f"Answer {i}: " + "mulch helps. " * 20] * 3}
             for i in range(40)]
     f.write_text("".join(_json.dumps(r) + "\n" for r in rows))
-    e = L.embed(instances[0], 3000, seed=0, filler_path=str(f))
+    e = L.embed(instances[0], 6000, seed=0, filler_path=str(f))
     assert all(c.source.startswith("ultrachat:u") for c in e.long_context.conversations)
     assert G.check(e) == []
     bad = tmp_path / "bad.jsonl"

@@ -217,7 +217,9 @@ def test_gold_is_perfect_through_mem0_raw_memories(dataset, tmp_path):
     assert rec.loc[rec.subject == "gold (reference)", "perfect"].all()
     assert set(rec["variant"]) == {"raw (infer=False)"}
     oracle = rec[rec.subject == "evidence-oracle (reference)"]
-    assert (oracle["perfect"] == oracle["available"]).all() and oracle["n_retrieved"].eq(10).all()
+    assert (oracle["perfect"] == oracle["available"]).all()
+    # top_k = 10 at most: Mem0's search leaves out hits under its similarity threshold (0.1)
+    assert oracle["n_retrieved"].between(1, 10).all() and oracle["n_retrieved"].eq(10).mean() > 0.5
 
 
 def test_evaluate_runs_a_subject_in_the_readers_place(dataset, tmp_path):

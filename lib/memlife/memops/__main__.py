@@ -4,6 +4,7 @@
     python -m memlife.memops build --profile paper --offline   # paper scale, no model calls
     python -m memlife.memops validate data/quick/memops/instances.jsonl
     python -m memlife.memops score data/quick/memops/instances.jsonl replies.jsonl --out labels.jsonl
+    python -m memlife.memops describe data/paper/memops/instances.jsonl
 
 `build` plans, realizes, gates and embeds the profile's dataset (configs/<profile>.yaml,
 section notebooks.10_memops_build) and writes instances.jsonl, gate_log.json, manifest.json.
@@ -15,6 +16,9 @@ with accuracy, op_f1, provenance, leakage, stale, reflect, malformed and operati
 label does not apply, "undecided" where the scorer's rules cannot decide it; op_f1 is the
 continuous Op-F1, operation the paper's binary label). Bad input exits 1 naming the file, line
 and field.
+`describe` prints Table 2's statistics of a built instances file as one JSON object
+(tokens_adjacent_mean, tokens_long_context_mean, tokens_long_context_max, conversations,
+probes, ...; the quality-control rows from the gate_log.json beside it, null without one).
 """
 from __future__ import annotations
 
@@ -38,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seed", type=int, help="override the profile's seed")
     b.add_argument("--realizer", choices=("auto", "template", "llm"),
                    help="override the profile's realizer (auto: the LLM when a generator endpoint is configured)")
-    b.add_argument("--filler", type=Path, help="UltraChat JSONL for the unrelated conversations (default: Chit-Chat)")
+    b.add_argument("--filler", type=Path,
+                   help="UltraChat JSONL for the unrelated conversations (default: the LongMemEval oracle file's sessions)")
     b.add_argument("--offline", action="store_true",
                    help="template realizer and no LLM verifier, whatever endpoints the profile names")
     v = sub.add_parser("validate", help="check a JSONL file against the deterministic gates")
@@ -47,10 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     sc.add_argument("instances", type=Path, help="instances.jsonl the replies answer")
     sc.add_argument("responses", type=Path, help='JSONL, one {"id", "probe_id", "response"} per line')
     sc.add_argument("--out", type=Path, required=True, help="JSONL labels, one line per id")
+    d = sub.add_parser("describe", help="print Table 2's statistics of a built file as one JSON object")
+    d.add_argument("file", type=Path, help="instances.jsonl written by build")
     args = ap.parse_args(argv)
 
     if args.cmd == "score":
         return _score(args)
+    if args.cmd == "describe":
+        return _describe(args)
 
     if args.cmd == "build":
         from memlife import llm
@@ -104,6 +113,24 @@ def _unreadable(path: Path) -> str | None:
     except InstanceFileError as exc:
         return str(exc)
     return None if lines else f"{path}: no JSON lines: an empty file passes nothing"
+
+
+def _describe(args) -> int:
+    import json
+
+    from .describe import describe_file
+    from .schema import InstanceFileError
+
+    if not args.file.is_file():
+        print(f"{args.file}: no such file", file=sys.stderr)
+        return 1
+    try:
+        stats = describe_file(args.file)
+    except (InstanceFileError, ValueError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(json.dumps(stats, indent=2))
+    return 0
 
 
 def _score(args) -> int:

@@ -31,7 +31,7 @@ class BuildParams:
     max_attempts: int = 3
     realizer: str = "auto"  # auto | template | llm
     verifier: str = "auto"  # auto (the LLM verifier when a verifier endpoint is configured) | off
-    filler_path: str | None = None  # UltraChat JSONL for the long context; None: the Chit-Chat corpus
+    filler_path: str | None = None  # UltraChat JSONL for the long context; None: the LongMemEval oracle sessions
 
 
 def params_for(profile: str) -> BuildParams:

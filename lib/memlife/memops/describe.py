@@ -30,12 +30,37 @@ def adjacent_tokens(inst: Instance) -> int:
     return sum(tokens.count(t.text) for seg in inst.segments for t in seg)
 
 
-def table2(instances: list[Instance], gate_log: dict) -> pd.DataFrame:
+# Each Table 2 statistic's key in `describe_file`'s JSON, in Table 2's order.
+STAT_KEYS = {
+    "Unique topics": "topics",
+    "Evidence conversations": "conversations",
+    "Evidence-conversation segments": "segments",
+    "Dialogue turns": "dialogue_turns",
+    "Unique QA pairs": "probes",
+    "Evaluation instances (adj. + long)": "evaluation_instances",
+    "Operation types": "operation_types",
+    "Probe types": "probe_types",
+    "Avg. operations per trajectory": "operations_per_trajectory_mean",
+    "Avg. approx. tokens (adjacent)": "tokens_adjacent_mean",
+    "Avg. approx. tokens (long-context)": "tokens_long_context_mean",
+    "Max. approx. tokens (long-context)": "tokens_long_context_max",
+    "Avg. evidence spans per probe": "evidence_spans_per_probe_mean",
+    "Multi-hop probes (%)": "multi_hop_probes_pct",
+    "Avg. context-level distractors": "context_distractors_mean",
+    "Generated attempts": "generated_attempts",
+    "Retained": "retained",
+    "Retention rate (%)": "retention_rate_pct",
+}
+
+
+def table2_stats(instances: list[Instance], gate_log: dict | None) -> dict:
+    """Table 2's statistics of a dataset, keyed by the paper's row names; the quality-control rows
+    are None without the build's gate log."""
     probes = [p for i in instances for p in i.probes]
     traj = [i for i in instances if i.op_type == "trajectory"]
     adj = [adjacent_tokens(i) for i in instances]
     longs = [i.long_context.approx_tokens for i in instances if i.long_context]
-    ours = {
+    return {
         "Unique topics": len({i.topic_id for i in instances}),
         "Evidence conversations": len(instances),
         "Evidence-conversation segments": sum(len(i.segments) for i in instances),
@@ -52,13 +77,39 @@ def table2(instances: list[Instance], gate_log: dict) -> pd.DataFrame:
         "Multi-hop probes (%)": round(100 * sum(chained(i, p) for i in instances for p in i.probes) / len(probes), 1),
         "Avg. context-level distractors": round(
             sum(len(i.long_context.context_distractors) for i in instances if i.long_context) / len(instances), 2),
-        "Generated attempts": gate_log["generated"],
-        "Retained": gate_log["retained"],
-        "Retention rate (%)": round(100 * gate_log["retention_rate"], 1),
+        "Generated attempts": gate_log["generated"] if gate_log else None,
+        "Retained": gate_log["retained"] if gate_log else None,
+        "Retention rate (%)": round(100 * gate_log["retention_rate"], 1) if gate_log else None,
     }
+
+
+def table2(instances: list[Instance], gate_log: dict) -> pd.DataFrame:
+    ours = table2_stats(instances, gate_log)
     rows = [{"section": sec, "statistic": k, "paper": MEMOPS_TABLE2[k], "ours": ours[k]}
             for sec, keys in SECTIONS.items() for k in keys]
     return pd.DataFrame(rows)
+
+
+def describe_file(path) -> dict:
+    """Table 2's statistics of a built instances file, as `python -m memlife.memops describe`
+    prints them: `STAT_KEYS`' keys, and the file's SHA-256. The quality-control rows come from the
+    gate_log.json the build wrote beside it, and are null where there is none."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from .schema import load_instances
+
+    path = Path(path)
+    instances = load_instances(path)
+    if not instances:
+        raise ValueError(f"{path}: no instances")
+    log_path = path.with_name("gate_log.json")
+    gate_log = json.loads(log_path.read_text()) if log_path.is_file() else None
+    stats = table2_stats(instances, gate_log)
+    out = {STAT_KEYS[k]: v for k, v in stats.items()}
+    out["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
 
 
 def chained(inst: Instance, probe) -> bool:

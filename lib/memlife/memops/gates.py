@@ -39,6 +39,7 @@ GATES = (
     "grounding",
     "leaked_label",
     "long_context",
+    "filler_value",
     "distractor_unspoken",
     "llm_verifier",
 )
@@ -342,6 +343,41 @@ def gate_long_context(inst: Instance) -> list[GateFailure]:
     return out
 
 
+def target_values(inst: Instance) -> list[str]:
+    """The values the user gives its targets (every operation's old and new value but a
+    reflection's, which is an inference, not a stated value), as answer keys are written."""
+    vals = {key_value(v) for o in inst.operations if o.type != "reflect" for v in (o.old_value, o.new_value) if v}
+    return sorted(v for v in vals if v)
+
+
+def filler_turns(inst: Instance):
+    """(conversation, turn index, turn, source) of each turn of the long history that is neither
+    an evidence segment nor a context distractor: the unrelated sessions' own turns."""
+    lc = inst.long_context
+    if lc is None:
+        return
+    placed = {(b.conversation, b.position + k) for b in [*lc.insertions, *lc.context_distractors]
+              for k in range(b.messages)}
+    for c, conv in enumerate(lc.conversations):
+        for t, turn in enumerate(conv.turns):
+            if (c, t) not in placed:
+                yield c, t, turn, conv.source
+
+
+def gate_filler_values(inst: Instance) -> list[GateFailure]:
+    """No unrelated session in the long history states a value of the instance's targets: there a
+    reader or a retriever would find the value outside the evidence, and a correct answer could
+    rest on the wrong turn (or a forgotten value could be "remembered" from filler)."""
+    values = target_values(inst)
+    out = []
+    for c, t, turn, source in filler_turns(inst):
+        norm = f" {normalize_value(turn.text)} "
+        hits = [v for v in values if f" {v} " in norm]
+        if hits:
+            out.append(GateFailure("filler_value", f"conversation {c} turn {t} (filler {source}) states target value(s) {hits}"))
+    return out
+
+
 DETERMINISTIC: tuple[Callable[[Instance], list[GateFailure]], ...] = (
     gate_segments,
     gate_alternation,
@@ -353,6 +389,7 @@ DETERMINISTIC: tuple[Callable[[Instance], list[GateFailure]], ...] = (
     gate_distractors_spoken,
     gate_leaked_label,
     gate_long_context,
+    gate_filler_values,
 )
 
 

@@ -1,20 +1,27 @@
 """Stage 4: embed an evidence conversation into a long history of unrelated conversations.
 
-The unrelated conversations are real human-written dialogues (`memlife.corpus`; the paper uses
-UltraChat). The three evidence segments go into three different conversations, in order, each
-at an even turn index so that user/assistant alternation is never broken; where each went is
-recorded. Context-level distractors are short exchanges derived from the gold trace: they name
-an operation's target, so they are semantically close to it, but they state no value of the
-user's and change nothing (state-neutral).
+The unrelated conversations are real task-oriented user–assistant sessions: by default the
+LongMemEval oracle file's sessions that the restore track reads (`filler_sessions`), the nearest
+offline analogue of the paper's UltraChat; an UltraChat JSONL where a profile's `filler_path`
+names one. Whole sessions are used where they fit; a filler session that states a value of the
+instance's targets is never drawn (`gates.gate_filler_values` checks it). The three evidence
+segments go into three different conversations, in order, each at an even turn index so that
+user/assistant alternation is never broken; where each went is recorded. Context-level
+distractors are short exchanges derived from the gold trace: they name an operation's target, so
+they are semantically close to it, but they state no value of the user's and change nothing
+(state-neutral).
 
-The target length is a parameter. The paper's histories average about 60k tokens; the embedded
-model has an 8k window, so the smoke and quick profiles use short histories on purpose.
+The target length is a parameter. The paper's histories average 60,821 tokens (at most 68,309);
+the embedded model has an 8k window, so the smoke and quick profiles use short histories on
+purpose, and there a long session gives only its opening exchanges.
 """
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from functools import lru_cache
 
+from .gates import target_values
 from .schema import (
     ContextDistractor,
     Distractor,
@@ -23,6 +30,7 @@ from .schema import (
     LongContext,
     LongConversation,
     Turn,
+    normalize_value,
 )
 
 # State-neutral exchanges about a target, one bank per operation type: each names the operation's
@@ -88,24 +96,59 @@ DISTRACTOR_TEMPLATES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 DISTRACTORS_PER_OPERATION = 2
 
-@lru_cache(maxsize=2)
-def _corpus(filler_path: str | None = None):
-    from memlife import corpus, tokens
+@dataclass(frozen=True)
+class FillerSession:
+    """One unrelated user–assistant session, cut to whole exchanges (user turn, assistant turn)."""
 
+    source: str  # "longmemeval:<session id>" or "ultrachat:<id>"
+    turns: tuple[Turn, ...]
+    exchange_tokens: tuple[int, ...]  # tokens of each exchange, in order
+    text: str  # the whole session, normalized as answer keys are (schema.normalize_value)
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.exchange_tokens)
+
+
+def _session(source: str, pairs) -> FillerSession | None:
+    """Whole exchanges from the start; None where roles do not alternate from a user turn (the
+    alternation gate would fail on the host) or no exchange is left."""
+    from memlife import tokens
+
+    turns = [Turn(role=r, text=c) for r, c in pairs]
+    turns = turns[: len(turns) - len(turns) % 2]
+    if not turns or [t.role for t in turns] != ["user", "assistant"] * (len(turns) // 2):
+        return None
+    sizes = tuple(tokens.count(turns[i].text) + tokens.count(turns[i + 1].text) for i in range(0, len(turns), 2))
+    return FillerSession(source, tuple(turns), sizes, normalize_value(" ".join(t.text for t in turns)))
+
+
+@lru_cache(maxsize=2)
+def filler_sessions(filler_path: str | None = None) -> tuple[FillerSession, ...]:
+    """The unrelated sessions a history is built from, in a fixed order.
+
+    Default: the LongMemEval oracle file's 940 distinct sessions, read by the restore track's own
+    loader (`reconstruct.read_oracle`, `reconstruct.session_pool`): real task-oriented
+    user–assistant chats with long assistant turns (~2.9k tokens each), the nearest offline analogue
+    of the paper's UltraChat. `filler_path`: an UltraChat JSONL (`load_ultrachat_jsonl`).
+    """
     if filler_path is None:
-        dialogues = [d for d in corpus.load_dialogues() if len(d.turns) >= 4]
+        from memlife import reconstruct
+
+        pool = reconstruct.session_pool(reconstruct.read_oracle())
+        raw = [(f"longmemeval:{sid}", s.turns) for sid, s in sorted(pool.items())]
     else:
-        dialogues = [d for d in load_ultrachat_jsonl(filler_path) if len(d.turns) >= 4]
-    # Only whole user/assistant exchanges are used: a dialogue's dangling last user turn is dropped.
-    sizes = [sum(tokens.count(t["content"]) for t in _even(d.turns)) for d in dialogues]
-    return dialogues, sizes
+        raw = [(f"ultrachat:{d.dialogue_id}", tuple((t["role"], t["content"]) for t in d.turns))
+               for d in load_ultrachat_jsonl(filler_path)]
+    return tuple(s for s in (_session(src, pairs) for src, pairs in raw) if s is not None)
 
 
 def load_ultrachat_jsonl(path: str):
     """UltraChat (the paper's filler) as Dialogues: one JSON object per line, {"id", "data": [u, a, ...]}.
 
     For users with internet access who fetched the release files (see the README); the offline
-    default is the Chit-Chat corpus. A malformed line raises naming the file, line and field.
+    default is the LongMemEval sessions (`filler_sessions`). A malformed line raises naming the
+    file, line and field.
     """
     import json
 
@@ -129,8 +172,17 @@ def load_ultrachat_jsonl(path: str):
     return tuple(sorted(out, key=lambda d: d.dialogue_id))
 
 
-def _even(turns):
-    return turns[: len(turns) - len(turns) % 2]
+def _cut(session: FillerSession, room: float) -> tuple[tuple[Turn, ...], int] | None:
+    """The session whole when it fits `room`, else its opening exchanges that do (short profiles,
+    whose histories must fit an 8k reader window); None when not even the first exchange fits."""
+    if session.tokens <= room:
+        return session.turns, session.tokens
+    n, total = 0, 0
+    for size in session.exchange_tokens:
+        if total + size > room:
+            break
+        n, total = n + 1, total + size
+    return (session.turns[: 2 * n], total) if n else None
 
 
 def _tokens(turns) -> int:
@@ -152,10 +204,15 @@ def _distractor_turns(op_type: str, target: str, rng: random.Random, n: int) -> 
 
 def embed(inst: Instance, target_tokens: int, seed: int, per_operation: int = DISTRACTORS_PER_OPERATION,
           filler_path: str | None = None) -> Instance:
-    """A copy of `inst` with `long_context` filled and probes tagged with their context distractors."""
+    """A copy of `inst` with `long_context` filled and probes tagged with their context distractors.
+
+    Filler sessions that state a value of the instance's targets (`gates.target_values`) are never
+    drawn, so the only place a value occurs in the history is the evidence; `gates.gate_filler_values`
+    checks the result.
+    """
     rng = random.Random(f"{seed}:longctx:{inst.instance_id}")
-    dialogues, sizes = _corpus(filler_path)
-    source = "chitchat" if filler_path is None else "ultrachat"
+    values = target_values(inst)
+    sessions = [s for s in filler_sessions(filler_path) if not any(f" {v} " in f" {s.text} " for v in values)]
     evidence_tokens = _tokens([t for seg in inst.segments for t in seg])
     # A fixed number per gold operation, so how many an instance gets follows from its trace (the
     # paper reports 5.7 per sample on average without giving its rule).
@@ -163,42 +220,41 @@ def embed(inst: Instance, target_tokens: int, seed: int, per_operation: int = DI
                 for turns in _distractor_turns(op.type, op.target, rng, per_operation)]
     budget = target_tokens - evidence_tokens - sum(_tokens(t) for _, t in snippets)
 
-    chosen: list[int] = []
+    chosen: list[tuple[FillerSession, tuple[Turn, ...]]] = []
     total = 0
-    order = list(range(len(dialogues)))
+    order = list(range(len(sessions)))
     rng.shuffle(order)
     # No single host may take more than a third of the budget, so three hosts always fit and a
-    # short target (the embedded model's 8k window) is not blown by one very long dialogue.
+    # short target (the embedded model's 8k window) is not blown by one very long session; a
+    # longer one gives its opening exchanges.
     cap = max(budget / 3, 200)
     for idx in order:
-        if sizes[idx] > cap:
+        cut = _cut(sessions[idx], cap)
+        if cut is None:
             continue
-        if len(chosen) >= 3 and total + sizes[idx] > budget:
+        turns, size = cut
+        if len(chosen) >= 3 and total + size > budget:
             if total >= budget * 0.99:
                 break
             continue  # too long for what is left: try a shorter one
-        chosen.append(idx)
-        total += sizes[idx]
+        chosen.append((sessions[idx], turns))
+        total += size
         if len(chosen) >= 3 and total >= budget * 0.99:
             break
     if len(chosen) < 3:
-        raise ValueError(f"{inst.instance_id}: corpus too small for three host conversations")
+        raise ValueError(f"{inst.instance_id}: filler too small for three host conversations")
 
     # Evidence segments go, in order, into three different conversations.
     hosts = sorted(rng.sample(range(len(chosen)), 3))
     plan: dict[int, list[tuple[int, str, object]]] = {c: [] for c in range(len(chosen))}
     for seg, c in enumerate(hosts):
-        n = len(_even(dialogues[chosen[c]].turns))
-        plan[c].append((rng.choice(_even_positions(n)), "segment", seg))
+        plan[c].append((rng.choice(_even_positions(len(chosen[c][1]))), "segment", seg))
     for k, (op, turns) in enumerate(snippets):
         c = rng.randrange(len(chosen))
-        n = len(_even(dialogues[chosen[c]].turns))
-        plan[c].append((rng.choice(_even_positions(n)), "distractor", k))
+        plan[c].append((rng.choice(_even_positions(len(chosen[c][1]))), "distractor", k))
 
     conversations, insertions, cdistractors = [], [], []
-    for c, idx in enumerate(chosen):
-        d = dialogues[idx]
-        base = [Turn(role=t["role"], text=t["content"]) for t in _even(d.turns)]
+    for c, (session, base) in enumerate(chosen):
         # Stable order at one position: segments before distractors, then by index.
         blocks = sorted(plan[c], key=lambda x: (x[0], x[1] != "segment", x[2]))
         out: list[Turn] = []
@@ -218,9 +274,9 @@ def embed(inst: Instance, target_tokens: int, seed: int, per_operation: int = DI
             if pos < len(base):
                 out.append(base[pos])
         conversations.append(LongConversation(conversation_id=f"{inst.instance_id}-c{c}",
-                                              source=f"{source}:{d.dialogue_id}", turns=out))
+                                              source=session.source, turns=out))
     insertions.sort(key=lambda i: i.segment)
-    # Counted from the cached per-dialogue sizes, so paper-scale histories are not re-tokenized.
+    # Counted from the cached per-exchange sizes, so paper-scale histories are not re-tokenized.
     approx = total + evidence_tokens + sum(_tokens(t) for _, t in snippets)
     lc = LongContext(conversations=conversations, insertions=insertions, context_distractors=cdistractors,
                      approx_tokens=approx)

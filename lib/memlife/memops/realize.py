@@ -225,6 +225,122 @@ ITEM_VARIANTS = {
 }
 
 
+# Worked detail the assistant adds to a task answer, as a capable assistant does in a real
+# task-oriented session (the paper's evidence conversations average 2,557 tokens, most of it the
+# assistant's). Slots are the kit's own to-do items and the user's setting, never a value of the
+# user's: these paragraphs carry no digits and name no target, so they add length and realism
+# without adding a candidate answer.
+ELABORATION = (
+    "Here's how I'd break '{item}' down. First, gather what it needs before you start: any account login, the "
+    "letter or email that prompted it, and a note of who you dealt with last time. Second, do the part that only "
+    "you can do (signing, choosing, paying) in one sitting, so nothing is left half-finished. Third, write down "
+    "what happens next and when, because the waiting stage is where these things usually stall. If anything "
+    "needs another person, send that message first so their part runs while you get on with yours.",
+    "A few practical points on '{item}'. Check whether it can be done online; it is almost always faster than "
+    "phoning, and you get a written confirmation you can keep. If you do have to call, go early in the morning "
+    "or mid-afternoon, when queues are shortest, and have a pen ready for the name of whoever helps you. Keep "
+    "every confirmation email in one folder, so if something goes wrong later you can show exactly what was "
+    "agreed and when.",
+    "While you're {setting}, it helps to treat '{item}' as a small project rather than a chore. Decide what "
+    "'done' looks like, for example a confirmation in your inbox or a form sent off, so you know when to stop. "
+    "Then pick one realistic slot for it this week and protect that slot like an appointment. Most people find "
+    "that the job itself is quick; what eats the time is starting, switching between tabs, and hunting for "
+    "details they should have had to hand.",
+    "On '{item}': the common pitfalls are small. People fill in a form, close the tab before the last page "
+    "saves, and assume it went through; or they reply to an old email thread that nobody reads any more. To "
+    "avoid both, finish each step in one go, look for an explicit confirmation, and start a fresh message with "
+    "a clear subject line when you contact someone. If you have not heard back within a week, a short, polite "
+    "follow-up usually gets things moving again.",
+    "If it were me, I'd pair '{item}' with something else on your list that needs the same things open, such "
+    "as the same website, the same paperwork or the same trip out. Batching like that cuts the set-up time "
+    "in half. I'd also leave a little slack: things that depend on other people rarely run to the day, and a "
+    "buffer stops one delay from knocking the rest of the week over. A short note of where you got to makes "
+    "it easy to pick up again after an interruption.",
+    "Some context that might help with '{item}': the people on the other side deal with the same requests all "
+    "day, so a short, specific message gets a faster answer than a long explanation. Say what you need, what you "
+    "have already done, and what you would like them to do next. Attach anything they are likely to ask for, "
+    "so they do not have to come back to you with questions. If there is a form, use it rather than free text; "
+    "it usually lands in the right queue straight away.",
+    "For '{item}', I'd set it up so the next step is always obvious. Write the next physical action at the top "
+    "of your notes: not 'sort it out', but something like 'open the website and find the contact form'. Small, "
+    "concrete steps are much easier to start on a tired evening. When one step is done, write the next one "
+    "straight away. That way, even if you only have ten minutes between other things, you can still move it "
+    "forward instead of spending the time working out where you were.",
+    "A quick reality check on '{item}': it is worth doing properly once rather than quickly twice. Read any "
+    "instructions all the way through before you start, because the one requirement that trips people up is "
+    "usually near the end. Check spellings and reference details against the original paperwork rather than "
+    "typing them from memory. And if a step asks for something you do not have, stop there and note it, rather "
+    "than guessing and having to undo it later.",
+    "Thinking about '{item}' alongside everything else you've got on while you're {setting}: I'd rank tasks by "
+    "what happens if they slip. Anything with a penalty, a queue or another person waiting goes first; anything "
+    "that only affects you can move. It also helps to notice which jobs you keep avoiding, because those are "
+    "usually the ones with an unclear first step. Give those a concrete starting point and they tend to take "
+    "far less time than the dread suggests.",
+    "One more thing on '{item}': keep a tiny log as you go, just the date, who you spoke to, and what they said. "
+    "It feels like overkill, but it saves a lot of trouble if a promise slips or a payment goes astray, "
+    "and it means you never have to rely on anyone's recollection of a phone call. A running note on your phone is "
+    "enough. If someone tells you it will be sorted within a few days, put a reminder in for the day after "
+    "that, so you check rather than wait.",
+    "If '{item}' turns out to be more involved than expected, don't worry: that is common. Usually it means "
+    "there is an extra check on their side, or a second form hidden behind the first one. Ask them directly "
+    "what else they need and how long each part normally takes; most people will tell you if you ask plainly. "
+    "Then split it into the part you can finish today and the part you are waiting on, and tick off the first "
+    "so you can see progress.",
+    "Here's a simple routine that works well for jobs like '{item}'. Set aside a short block, put your phone "
+    "on silent, and open only what the task needs. Work through it in order, and when you hit something you "
+    "cannot answer, park it in a list at the bottom instead of going off to research it. At the end of the "
+    "block, deal with the parked questions in one go. You'll be surprised how much gets done when the small "
+    "interruptions are batched rather than chased one at a time.",
+    "As for '{item}', I'd check a couple of things before committing. Is there a cheaper or simpler option "
+    "that does the same job? Is there a deadline you have not been told about, such as a cut-off before a "
+    "holiday or the end of a month? And does anyone else need to agree first? Getting those answers up front "
+    "usually saves a second round of calls. If the answers are all straightforward, go ahead and do it while "
+    "it is fresh in your mind.",
+    "To make '{item}' less of a slog: split the thinking from the doing. Spend five minutes deciding exactly "
+    "what you want the outcome to be and jot it down. Then do the admin part mechanically, without reopening "
+    "the decision every few minutes. Most of the tiredness in tasks like this comes from deciding the same "
+    "thing over and over. If new information comes up that really changes things, fine, revisit it, but only "
+    "then.",
+    "On the timing of '{item}': mornings are usually better for anything that needs a reply the same day, "
+    "and the start of the week is better than the end, when offices are clearing their desks. If it involves "
+    "a visit in person, check opening hours on the day rather than trusting an old listing, and bring a "
+    "printed copy of anything important in case their system is down. None of this is complicated, but it "
+    "removes most of the reasons a trip or a call ends up wasted.",
+    "About '{item}', a word on cost: before paying for anything, check whether it is already covered by "
+    "something you have, such as an existing account, a membership, or a service your employer or bank "
+    "offers. People often pay twice for the same thing simply because they forgot what they signed up for "
+    "years ago. If there is a fee, ask whether there is a cheaper route that takes a little longer; when "
+    "you're not in a rush, the slower option is often fine.",
+    "With '{item}', it's worth thinking about who else is affected. If a change on your side means someone "
+    "else has to do something, tell them early and plainly, and give them what they need in the same "
+    "message. A short heads-up now avoids a confused phone call later. And if you share a calendar or a "
+    "household list with anyone, add it there too, so the plan lives somewhere both of you can see it.",
+    "If '{item}' keeps sliding down the list, that's a signal, not a failing. Ask what is actually blocking "
+    "it: a missing piece of information, a decision you have not made, or simply that it is boring. Each has "
+    "a different fix. Missing information means one email; an open decision means ten minutes with a pen; "
+    "boredom means pairing it with something pleasant, like doing it with a coffee or a podcast on.",
+    "For '{item}', a template message often helps. Keep it to three parts: one line on who you are and why "
+    "you're writing, one line on exactly what you're asking for, and one line on how and when to reach you. "
+    "Avoid attaching things they have not asked for, and put the most important point first, because many "
+    "people only read the opening of a message before deciding what to do with it.",
+    "One last suggestion on '{item}': once it is done, take a minute to note what you would do differently "
+    "next time, and where you found the details you needed. These jobs come round again, often a year later "
+    "when you have lost track of how you did it, and a short note turns a stressful afternoon into a quick "
+    "repeat. Keep those notes together with the rest of your household paperwork.",
+)
+# How a task answer is closed off: the assistant states what it will do next.
+FOLLOW_THROUGH = (
+    "I'll keep an eye on the rest of the list while you do that, and we can go through whatever is left next "
+    "time you check in.",
+    "When you're back, tell me how it went and I'll adjust the plan around whatever you learned.",
+    "If you'd like, I can also write out the exact steps as a checklist you can tick off as you go.",
+    "Once that's moving, the remaining items should be much quicker, since most of them share the same "
+    "paperwork.",
+    "None of this is urgent enough to stress about; steady progress over the week is plenty.",
+    "Let me know which part feels hardest and I'll break that piece down further.",
+)
+
+
 def _fill(template: str, **kw) -> str:
     text = template.format(**kw)
     return text[0].upper() + text[1:]
@@ -331,6 +447,25 @@ def _beat(k: int, state: _TaskState, rng: random.Random) -> tuple[str, str] | No
     return None
 
 
+def _worked_detail(detail: list[str], state: _TaskState, items: tuple[str, ...], setting: str,
+                  talked: dict[str, int], rng: random.Random) -> list[str]:
+    """One or two paragraphs of worked detail (each paragraph once per conversation), each on the
+    item of the user's list talked about least so far, and sometimes a line on what the assistant
+    will do next."""
+    out: list[str] = []
+    for _ in range(2 if rng.random() < 0.4 else 1):
+        if not detail:
+            break
+        pool = list(state.todo) if len(state.todo) >= 2 else list(items)
+        rng.shuffle(pool)
+        item = min(pool, key=lambda i: talked.get(i, 0))
+        talked[item] = talked.get(item, 0) + 1
+        out.append(detail.pop().format(item=item, setting=setting))
+    if rng.random() < 0.6:
+        out.append(rng.choice(FOLLOW_THROUGH))
+    return out
+
+
 def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]:
     """3 segments of 8 turns. `attempt` reseeds the phrasing so a regeneration reads differently."""
     rng = random.Random(f"realize:{cp.instance_id}:{attempt}:{cp.topic.background.setting}")
@@ -347,6 +482,10 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
     rng.shuffle(offers)
     beats = list(SETTING_BEATS)
     rng.shuffle(beats)
+    detail = list(ELABORATION)
+    rng.shuffle(detail)
+    setting = cp.topic.background.setting
+    talked: dict[str, int] = {}
     segments: list[list[Turn]] = []
     for seg in range(3):
         turns: list[Turn] = []
@@ -380,6 +519,7 @@ def realize_template(cp: ConversationPlan, attempt: int = 0) -> list[list[Turn]]
                     u, a = _task_exchange(state, rng)
                 user_parts.append(u)
                 asst_parts.append(a)
+                asst_parts += _worked_detail(detail, state, kit.items, setting, talked, rng)
                 if echo is not None:
                     asst_parts.append(render_event(echo, rng))
                     echo = None
