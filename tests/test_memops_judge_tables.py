@@ -85,7 +85,8 @@ def test_table3_judge_rows_beside_the_scorer_rows():
     t = metrics.table3_rows(RECORDS, ["Method"])
     assert list(t[metrics.LABELS_COLUMN]) == ["scorer", "judge"]
     assert list(t.columns) == ["Method", "labels", "Accuracy", "Operation F1", metrics.OPERATION_BINARY, "Provenance",
-                               "Leakage", "Stale Value", "Reflect Precision", "Malformed", "n", metrics.JUDGE_INVALID]
+                               "Leakage", "Stale Value", "Reflect Precision", "n", metrics.TRUNCATED_COUNT,
+                               metrics.MALFORMED_COUNT, metrics.JUDGE_INVALID]
     scorer, judge = t.iloc[0], t.iloc[1]
     assert scorer["Accuracy"] == pytest.approx(3 / 5) and judge["Accuracy"] == pytest.approx(1 / 4)
     # the judge's operation label is binary: never in the Operation F1 column
@@ -96,7 +97,9 @@ def test_table3_judge_rows_beside_the_scorer_rows():
     # leakage over the well-formed replies it applies to: scorer F, T; judge F (NA and malformed left out)
     assert scorer["Leakage"] == pytest.approx(0.5) and judge["Leakage"] == 0.0
     assert judge["Stale Value"] == 0.0 and math.isnan(judge["Reflect Precision"])
-    assert scorer["Malformed"] == judge["Malformed"] == pytest.approx(1 / 5)
+    # the one malformed reply (no finish_reason recorded: not counted as cut off), on both rows
+    assert scorer[metrics.MALFORMED_COUNT] == judge[metrics.MALFORMED_COUNT] == 1
+    assert scorer[metrics.TRUNCATED_COUNT] == judge[metrics.TRUNCATED_COUNT] == 0
     assert scorer["n"] == judge["n"] == 5
     assert judge[metrics.JUDGE_INVALID] == 1 and pd.isna(scorer[metrics.JUDGE_INVALID])
 
@@ -116,8 +119,9 @@ def test_without_a_judge_the_tables_are_the_scorers_alone_and_unchanged():
     plain = [{k: v for k, v in r.items() if not k.startswith("judge_")} for r in RECORDS]
     frame = pd.DataFrame(plain)
     assert not metrics.judged(plain)
-    pd.testing.assert_frame_equal(metrics.table3_rows(plain, ["Method"]),
-                                  metrics.summarize(plain, ["Method"]).rename(columns=metrics.TABLE3_COLUMNS))
+    expected = metrics.summarize(plain, ["Method"]).rename(columns=metrics.TABLE3_COLUMNS).drop(columns="Malformed")
+    expected[metrics.TRUNCATED_COUNT], expected[metrics.MALFORMED_COUNT] = 0, 1
+    pd.testing.assert_frame_equal(metrics.table3_rows(plain, ["Method"]), expected)
     before = frame.pivot_table(index="Method", columns="op_type", values="accuracy", aggfunc="mean").rename(columns=OPS)
     pd.testing.assert_frame_equal(metrics.accuracy_table(plain, "op_type", OPS),
                                   before.reindex(columns=list(OPS.values())).reset_index())

@@ -819,26 +819,59 @@ def _with_judge_rows(scorer, judge, by: list[str]):
     return out
 
 
-def table3_rows(records, by: list[str]):
-    """Our rows of Table 3, with TABLE3_COLUMNS names.
+# Our rows of Table 3 count the replies that failed before any label could be read, two ways
+# (`report.save_table` writes `n_` columns as counts): cut off at the token cap, and ended on their
+# own without parsing — the cap's doing and the model's are not one number.
+TRUNCATED_COUNT = "n_truncated"
+MALFORMED_COUNT = "n_malformed"
 
-    No judge ran: exactly `summarize(records, by)` renamed, so the tables read as they always
-    have. A judge ran: the scorer's rows and the judge's (`summarize_judge`, JUDGE_TABLE3_COLUMNS
-    names), each group's scorer row first, told apart by a `labels` column ("scorer"/"judge");
-    the judge's binary operation rate goes in OPERATION_BINARY (the scorer's rows: Operation F1
-    >= 0.5), never in Operation F1, and JUDGE_INVALID counts the judge's unparsed replies.
+
+def reply_failures(records, by: list[str]):
+    """Per `by` group: TRUNCATED_COUNT, the replies that hit the token cap (finish_reason
+    "length"), and MALFORMED_COUNT, those that did not parse and were not cut off. Records
+    without a `truncated` column count none as truncated."""
+    import pandas as pd
+
+    df = _frame(records)
+    trunc = [_flag(v) is True for v in (df["truncated"] if "truncated" in df.columns else [None] * len(df))]
+    bad = [_flag(v) is True for v in (df["malformed"] if "malformed" in df.columns else [None] * len(df))]
+    frame = df[by].copy()
+    frame[TRUNCATED_COUNT] = trunc
+    frame[MALFORMED_COUNT] = [b and not t for b, t in zip(bad, trunc)]
+    out = frame.groupby(by, sort=True)[[TRUNCATED_COUNT, MALFORMED_COUNT]].sum().astype(int).reset_index()
+    return out if len(out) else pd.DataFrame(columns=[*by, TRUNCATED_COUNT, MALFORMED_COUNT])
+
+
+def table3_rows(records, by: list[str]):
+    """Our rows of Table 3, with TABLE3_COLUMNS names, the share of malformed replies replaced by
+    two counts (`reply_failures`): TRUNCATED_COUNT (cut off at the token cap) and MALFORMED_COUNT
+    (ended on their own and did not parse), after `n`.
+
+    No judge ran: `summarize(records, by)` renamed, so the tables read as they always have. A
+    judge ran: the scorer's rows and the judge's (`summarize_judge`, JUDGE_TABLE3_COLUMNS names),
+    each group's scorer row first, told apart by a `labels` column ("scorer"/"judge"); the judge's
+    binary operation rate goes in OPERATION_BINARY (the scorer's rows: Operation F1 >= 0.5), never
+    in Operation F1, and JUDGE_INVALID counts the judge's unparsed replies. Both rows of a group
+    carry the same reply counts: they are the system's replies, whoever labelled them.
     """
     df = _frame(records)
+    failures = reply_failures(df, by)
+
+    def with_counts(rows):
+        rows = rows.drop(columns=[TABLE3_COLUMNS["malformed"]], errors="ignore")
+        return rows.merge(failures, on=by, how="left")
+
     scorer = summarize(df, by).rename(columns=TABLE3_COLUMNS)
     if not judged(df):
-        return scorer
+        return with_counts(scorer)
     binary = df[by].copy()
     binary["operation"] = scorer_binary(df)["operation"]
     scorer.insert(list(scorer.columns).index("Operation F1") + 1, OPERATION_BINARY,
                   _means(binary, by, ["operation"])["operation"].values)
     judge = summarize_judge(df, by).rename(columns=JUDGE_TABLE3_COLUMNS)
-    out = _with_judge_rows(scorer, judge, by)
-    return out[[*by, LABELS_COLUMN, *[c for c in scorer.columns if c not in by], JUDGE_INVALID]]
+    out = with_counts(_with_judge_rows(scorer, judge, by))
+    rest = [c for c in scorer.columns if c not in by and c != TABLE3_COLUMNS["malformed"]]
+    return out[[*by, LABELS_COLUMN, *rest, TRUNCATED_COUNT, MALFORMED_COUNT, JUDGE_INVALID]]
 
 
 def accuracy_table(records, column: str, names: dict, index: str = "Method"):
