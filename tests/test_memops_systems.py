@@ -394,14 +394,16 @@ def test_temp_lora_records_its_training_in_the_variant_and_the_cache_key(tmp_pat
     assert "epochs=2" in two.variant and "base=SmolLM2-135M-Instruct" in two.variant and "rank=64" in two.variant
     key = two.request_key(h, "What is my ZIP code?")
     assert one.request_key(h, "What is my ZIP code?") != key  # other training, another generation
-    assert systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(lr=1e-4)).request_key(h, "What is my ZIP code?") != key
+    faster = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(lr=1e-4))
+    assert faster.request_key(h, "What is my ZIP code?") != key
     tighter = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(epochs=2), grammar_bounds={"answer": 10})
     assert tighter.request_key(h, "What is my ZIP code?") != key  # another grammar, too
     assert two.messages("q?")[0]["content"].endswith(RESPONSE_INSTRUCTIONS)  # the readers' reply format
     assert two.messages("q?")[1]["content"] == "## Question\nq?"  # and no memory text
 
 
-# A grammar whose every reply fits in 140 tokens, so that a short real generation must complete.
+# A grammar whose every reply (172 characters at most) fits in 220 tokens, so that a short real
+# generation under it completes: no token is shorter than one character of ASCII text.
 TINY_BOUNDS = {"answer": 24, "target": 8, "old_value": 8, "new_value": 8, "provenance_quote": 16,
                "operations_items": 1, "provenance_items": 1}
 
@@ -422,9 +424,9 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(tmp
         pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
 
     monkeypatch.setattr(llm, "cache_dir", lambda: tmp_path / "cache")
-    assert grammar_longest_reply(TINY_BOUNDS) < 140
+    assert grammar_longest_reply(TINY_BOUNDS) < 220
     cfg = systems.TempLoRAConfig(chunk_tokens=256, context_tokens=64, epochs=2, rank=4, alpha=4,
-                                 max_new_tokens=140)
+                                 max_new_tokens=220)
     s = systems.TempLoRASystem(tmp_path / "stores", cfg, grammar_bounds=TINY_BOUNDS)
     h = systems.history_for(INSTANCE, "adjacent")
     d = systems.store_dir(tmp_path / "stores", "temp_lora", h.history_id)

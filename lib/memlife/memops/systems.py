@@ -814,7 +814,7 @@ class TempLoRASystem:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min(1.0, (k + 1) / (c.warmup_steps + 1)))
         model.train()
         losses = []
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.process_time()
         for step in schedule:
             x = torch.tensor([ids[step.start:step.end]])
             labels = x.clone()
@@ -824,8 +824,8 @@ class TempLoRASystem:
             opt.step()
             sched.step()
             opt.zero_grad()
-            losses.append(round(float(loss), 4))
-        seconds = time.monotonic() - t0
+            losses.append(round(loss.item(), 4))
+        seconds, cpu = time.monotonic() - t0, time.process_time() - cpu0
         model.eval()
         model.save_pretrained(str(self._adapter_dir(history)))
         model.unload()  # detach the LoRA layers: the base stays clean for the next history
@@ -833,7 +833,8 @@ class TempLoRASystem:
         marker.mark({"system": self.name, "history_id": history.history_id, "base_model": self.base_model(),
                      "tokens": len(ids), "chunks": len({s.chunk for s in schedule}), "epochs": c.epochs,
                      "steps": len(schedule), "trained_tokens": sum(s.tokens for s in schedule),
-                     "train_seconds": round(seconds, 2), "losses": losses, "variant": self.variant})
+                     "train_seconds": round(seconds, 2), "train_cpu_seconds": round(cpu, 2), "threads": c.threads,
+                     "losses": losses, "variant": self.variant})
 
     def _adapted(self, history: History):
         if self._active and self._active[0] == history.history_id:
