@@ -93,7 +93,7 @@ def test_table3_with_a_judge_shows_its_agreement_on_the_sample():
     assert row["Accuracy"] == pytest.approx(3 / 5) and row["Operation F1"] == pytest.approx(3 / 5)
     assert row["Op-F1 (continuous)"] == pytest.approx((1 + 1 + 0.4 + 0.4 + 1) / 5)
     assert row["Leakage"] == pytest.approx(0.5) and row["n_leakage"] == 2  # malformed: left out
-    assert row["Malformed"] == pytest.approx(1 / 5) and row["Undecided"] == 0.0 and row["n"] == 5
+    assert row[metrics.MALFORMED_COUNT] == 1 and row[metrics.TRUNCATED_COUNT] == 0 and row["Undecided"] == 0.0 and row["n"] == 5
     # pooled over the six labels of the four valid judge replies: 14 pairs, 12 agree; 5 of 14 are 1
     # for each rater, so chance agreement (25 + 81) / 196 and kappa (168 - 106) / (196 - 106)
     assert row["n_judge_pairs"] == 14 and row["Judge agreement"] == pytest.approx(12 / 14)
@@ -142,8 +142,9 @@ def test_without_a_judge_the_tables_are_the_scorers_alone():
     plain = [{k: v for k, v in r.items() if not k.startswith("judge_")} for r in RECORDS]
     frame = pd.DataFrame(plain)
     assert not metrics.judged(plain)
-    pd.testing.assert_frame_equal(metrics.table3_rows(plain, ["Method"]),
-                                  metrics.summarize(plain, ["Method"]).rename(columns=metrics.TABLE3_COLUMNS))
+    expected = metrics.summarize(plain, ["Method"]).rename(columns=metrics.TABLE3_COLUMNS).drop(columns="Malformed")
+    expected[metrics.TRUNCATED_COUNT], expected[metrics.MALFORMED_COUNT] = 0, 1
+    pd.testing.assert_frame_equal(metrics.table3_rows(plain, ["Method"]), expected)
     before = frame.pivot_table(index="Method", columns="op_type", values="accuracy", aggfunc="mean").rename(columns=OPS)
     t4 = metrics.accuracy_table(plain, "op_type", OPS)
     assert metrics.LABELS_COLUMN not in t4

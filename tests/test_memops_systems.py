@@ -14,7 +14,7 @@ import pytest
 from conftest import completion
 
 from memlife.memops import evaluate, systems
-from memlife.memops.response import MemOpsResponse
+from memlife.memops.response import RESPONSE_INSTRUCTIONS, MemOpsResponse
 from memlife.memops.schema import Instance
 
 HERE = Path(__file__).parent
@@ -37,7 +37,7 @@ class _EchoClient:
 
     def complete_json(self, messages, *, schema, max_tokens, **kw):
         self.seen.append(messages)
-        self.grammars = getattr(self, "grammars", []) + [kw.get("grammar_schema")]
+        self.grammars = getattr(self, "grammars", []) + [kw.get("grammar")]
         text = json.dumps({"answer": "ok", "operations": [], "provenance": []})
         return schema.model_validate_json(text), _C(text)
 
@@ -171,16 +171,20 @@ def test_response_schema_is_what_the_reader_sends():
     assert "anyOf" not in json.dumps(schema)
 
 
+def _gbnf_str(n):
+    return '"\\"" char{0,%d} "\\""' % n
+
+
 def test_embedded_reader_bounds_the_grammar_but_not_the_parser():
-    from memlife.memops.response import GRAMMAR_BOUNDS, bounded_json_schema, parse_response
+    from memlife.memops.response import GRAMMAR_BOUNDS, parse_response, reply_grammar
 
     client = _EchoClient()
     systems.Reader(client).read(["[session 1] user: hi"], "q?")
     g = client.grammars[-1]
-    assert g == bounded_json_schema() and g["properties"]["answer"]["maxLength"] == GRAMMAR_BOUNDS["answer"]
-    assert g["$defs"]["PredictedOperation"]["properties"]["target"]["maxLength"] == GRAMMAR_BOUNDS["target"]
-    assert g["properties"]["provenance"]["items"]["maxLength"] == GRAMMAR_BOUNDS["provenance_quote"]
-    assert g["properties"]["operations"]["maxItems"] == GRAMMAR_BOUNDS["operations_items"]
+    assert g == reply_grammar() and f"answer ::= {_gbnf_str(GRAMMAR_BOUNDS['answer'])}" in g
+    assert f"target ::= {_gbnf_str(GRAMMAR_BOUNDS['target'])}" in g
+    assert f"quote ::= {_gbnf_str(GRAMMAR_BOUNDS['provenance_quote'])}" in g
+    assert f'( "," op ){{0,{GRAMMAR_BOUNDS["operations_items"] - 1}}}' in g
     assert "maxLength" not in json.dumps(MemOpsResponse.model_json_schema())  # the model itself is unbounded
     client.is_embedded = False  # an API reader gets the plain schema ...
     systems.Reader(client).read(["[session 1] user: hi"], "q?")
@@ -360,10 +364,59 @@ def test_managed_memory_calls_the_proxy_with_its_token_and_writes_it_nowhere(nam
     assert scanned > 5
 
 
+def test_temp_lora_trains_on_every_chunk_for_every_epoch_in_order():
+    cfg = systems.TempLoRAConfig(chunk_tokens=100, context_tokens=150, epochs=3)
+    steps = systems.temp_lora_schedule(450, cfg)
+    # 5 chunks (the last of 50 tokens), each 3 times before the next, oldest first
+    assert [(s.chunk, s.epoch) for s in steps] == [(c, e) for c in range(5) for e in range(3)]
+    assert [(s.middle, s.end) for s in steps[::3]] == [(0, 100), (100, 200), (200, 300), (300, 400), (400, 450)]
+    # every token is in exactly one chunk, and each chunk sees up to context_tokens before it
+    assert sorted(t for s in steps[::3] for t in range(s.middle, s.end)) == list(range(450))
+    assert [s.start for s in steps[::3]] == [0, 0, 50, 150, 250]
+    assert systems.temp_lora_schedule(0, cfg) == []
+    with pytest.raises(ValueError, match="epochs > 0"):
+        systems.temp_lora_schedule(10, systems.TempLoRAConfig(epochs=0))
+    # the paper's settings are the defaults: 1,024-token chunks, 2 epochs, lr 5e-5, rank 64
+    d = systems.TempLoRAConfig()
+    assert (d.chunk_tokens, d.epochs, d.lr, d.rank, d.alpha) == (1024, 2, 5e-5, 64, 64)
+
+
+def test_temp_lora_records_its_training_in_the_variant_and_the_cache_key(tmp_path):
+    from memlife import serve
+
+    try:
+        serve.model_path()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
+    h = systems.history_for(INSTANCE, "adjacent")
+    two = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(epochs=2))
+    one = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(epochs=1))
+    assert "epochs=2" in two.variant and "base=SmolLM2-135M-Instruct" in two.variant and "rank=64" in two.variant
+    key = two.request_key(h, "What is my ZIP code?")
+    assert one.request_key(h, "What is my ZIP code?") != key  # other training, another generation
+    faster = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(lr=1e-4))
+    assert faster.request_key(h, "What is my ZIP code?") != key
+    tighter = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(epochs=2), grammar_bounds={"answer": 10})
+    assert tighter.request_key(h, "What is my ZIP code?") != key  # another grammar, too
+    assert two.messages("q?")[0]["content"].endswith(RESPONSE_INSTRUCTIONS)  # the readers' reply format
+    assert two.messages("q?")[1]["content"] == "## Question\nq?"  # and no memory text
+
+
+# A grammar whose every reply (172 characters at most) fits in 220 tokens, so that a short real
+# generation under it completes: no token is shorter than one character of ASCII text.
+TINY_BOUNDS = {"answer": 24, "target": 8, "old_value": 8, "new_value": 8, "provenance_quote": 16,
+               "operations_items": 1, "provenance_items": 1}
+
+
 @pytest.mark.slow
-def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_path, monkeypatch):
+def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(tmp_path, monkeypatch):
+    """A real, small run: train on every chunk of the adjacent history, generate greedily under the
+    grammar (a reply that completes parses; one cut at the cap is truncated), cache the replies,
+    discard the adapter once the history is done."""
     pytest.importorskip("peft")
+    pytest.importorskip("llguidance")
     from memlife import llm, serve
+    from memlife.memops.response import grammar_longest_reply
 
     try:
         serve.model_path()
@@ -371,39 +424,44 @@ def test_temp_lora_trains_lazily_caches_its_replies_and_reuses_its_adapter(tmp_p
         pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
 
     monkeypatch.setattr(llm, "cache_dir", lambda: tmp_path / "cache")
-    cfg = systems.TempLoRAConfig(chunk_tokens=128, max_steps=1, max_new_tokens=8)
-    s = systems.TempLoRASystem(tmp_path / "stores", cfg)
+    assert grammar_longest_reply(TINY_BOUNDS) < 220
+    cfg = systems.TempLoRAConfig(chunk_tokens=256, context_tokens=64, epochs=2, rank=4, alpha=4,
+                                 max_new_tokens=220)
+    s = systems.TempLoRASystem(tmp_path / "stores", cfg, grammar_bounds=TINY_BOUNDS)
     h = systems.history_for(INSTANCE, "adjacent")
     d = systems.store_dir(tmp_path / "stores", "temp_lora", h.history_id)
     s.ingest(h)
     assert not (d / "INGESTED").exists()  # training waits until a reply is not cached
     ans = s.answer(h, "What is my ZIP code?")
     info = json.loads((d / "INGESTED").read_text())
-    assert info["steps"] == 1 and info["chunks"] > 1 and (d / "adapter" / "adapter_config.json").is_file()
-    assert not ans.cached and 0 < ans.completion_tokens <= 8 and ans.request_id.startswith("temp_lora:")
+    n = len(s._token_ids(h))
+    assert info["tokens"] == n and info["chunks"] == -(-n // 256) > 1
+    assert info["steps"] == 2 * info["chunks"] == len(info["losses"]) and info["epochs"] == 2
+    assert info["base_model"] == "SmolLM2-135M-Instruct" and (d / "adapter" / "adapter_config.json").is_file()
+    assert ans.finish_reason == "stop" and not ans.parsed.malformed, ans.parsed.raw  # the grammar held
+    assert ans.request_id.startswith("temp_lora:") and not ans.cached
+    # The same question under a cap the reply cannot fit: cut off, and said so.
+    short = systems.TempLoRASystem(tmp_path / "stores", systems.TempLoRAConfig(**{**cfg.__dict__, "max_new_tokens": 6}),
+                                   grammar_bounds=TINY_BOUNDS)
+    cut = short.answer(h, "What is my ZIP code?")
+    assert cut.finish_reason == "length" and cut.parsed.truncated and cut.completion_tokens == 6
+    assert cut.parsed.malformed and not cut.parsed.failed_format and "token cap" in cut.parsed.error
+    short.close()
     s.close()
+    assert not (d / "adapter").exists() and (d / "INGESTED").is_file()  # temporary: discarded, the record kept
 
-    # A resumed run with its store answers a new question from the saved adapter, no retraining.
-    monkeypatch.setattr(systems.TempLoRASystem, "_chunks", lambda *a: pytest.fail("retrained"))
-    s2 = systems.TempLoRASystem(tmp_path / "stores", cfg)
-    other = s2.answer(h, "Where do I live?")
-    assert not other.cached
-    # With the stores gone (make clean), a cached reply needs neither training nor the model.
+    # A cached reply needs neither training nor the model, and is counted like every other call.
     monkeypatch.setattr(systems.TempLoRASystem, "_load_base", lambda *a: pytest.fail("loaded the model"))
-    s3 = systems.TempLoRASystem(tmp_path / "elsewhere", cfg)
+    s3 = systems.TempLoRASystem(tmp_path / "elsewhere", cfg, grammar_bounds=TINY_BOUNDS)
     before = llm.usage()
     again = s3.answer(h, "What is my ZIP code?")
-    assert again.cached and again.parsed.raw == ans.parsed.raw and again.request_id == ans.request_id
-    after = llm.usage()  # counted like every other model call
+    assert again.cached and again.parsed.raw == ans.parsed.raw and again.finish_reason == "stop"
+    after = llm.usage()
     assert (after.calls - before.calls, after.cached_calls - before.cached_calls) == (1, 1)
-    # The key covers the request: another seed or history is another generation.
-    assert systems.TempLoRASystem(tmp_path, cfg, seed=1).request_key(h, "What is my ZIP code?") != ans.request_id
-    h_long = systems.history_for(INSTANCE, "long_context")
-    assert s3.request_key(h_long, "What is my ZIP code?") != ans.request_id
     monkeypatch.setenv("MEMLIFE_LLM_MODE", "replay")
     with pytest.raises(llm.CacheMiss, match="Temp-LoRA"):
         s3.answer(h, "A question never asked")
-    s2.close()
+
 
 def test_changing_an_answer_parameter_asks_again_and_records_only_the_current_run(tmp_path):
     client = _EchoClient()
@@ -442,7 +500,8 @@ def test_temp_lora_generates_under_the_readers_token_cap(tmp_path, monkeypatch):
 
     monkeypatch.setattr(systems, "make_system", make_system)
     cfg = evaluate.EvalConfig(systems=["temp_lora"], settings=["adjacent"], temp_lora_settings=["adjacent"],
-                              max_probes=1, reader_max_tokens=345, judge=False)
+                              max_probes=1, reader_max_tokens=345, temp_lora_epochs=3, judge=False)
     with pytest.raises(Stop):
         evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
     assert seen["temp_lora"].max_new_tokens == 345 > systems.TempLoRAConfig().max_new_tokens
+    assert seen["temp_lora"].epochs == 3  # temp_lora_epochs is the method's epochs per chunk

@@ -182,7 +182,8 @@ def test_a_memops_run_says_when_most_replies_are_malformed_or_a_store_stayed_emp
     ingested = pd.DataFrame({"system": ["memos", "memos", "mem0"], "memories_added": ["[0, 0]", "[1, 0]", None],
                              "extract_errors": ['["KeyError"]', "[]", None]})
     assert evaluate.run_notices(records, ingested) == [
-        "most replies malformed (kept and labelled malformed): temp_lora/adjacent 2 of 2",
+        "most replies malformed (ended on their own and did not parse; kept and labelled malformed): "
+        "temp_lora/adjacent 2 of 2",
         "memos stored no memory for 1 of 2 histories (1 extraction replies did not parse); its answers read an "
         "empty store"]
     assert evaluate.run_notices(records[records.system == "bm25_turn"], ingested.iloc[1:]) == []

@@ -18,6 +18,12 @@ estimate where real replies steer the run: an LLM generator whose conversations 
 is asked again (up to max_attempts), Mem0 asks more when it finds memories to update, and the
 LLM-importance policy evicts by the scores it gets. Completion tokens are the budgets, so the
 dollars are an upper bound for the calls counted.
+
+Temp-LoRA trains before it answers, which no call count shows: where notebook 12 runs it, the
+estimate also says what its training costs on this machine — every history's chunks x epochs
+gradient steps (`memops.systems.temp_lora_schedule`), times the seconds one step of the longest
+kind takes here, measured (`measure_temp_lora_step`) and scaled by each step's tokens — for
+every setting of the profile, those its `temp_lora_settings` leave out included.
 """
 from __future__ import annotations
 
@@ -89,11 +95,76 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
                 if usage.exists():
                     rows.append({"notebook": name, "profile": profile, **llm.summarize_calls(usage), "failed": True})
     out = {"profile": profile, "notebooks": rows, "failed": failed, "scratch": str(scratch)}
+    if "12_memops_eval" in chosen:
+        try:
+            out["temp_lora"] = temp_lora_cost(profile, [scratch, root], root=root)
+        except FileNotFoundError as exc:  # no dataset built: nothing to count
+            out["temp_lora"] = {"skipped": str(exc)}
     dest = Path(dest) if dest else paths.layout(profile, root).usage / f"estimate-{profile}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     out["written"] = str(dest)
     return out
+
+
+# Seconds one Temp-LoRA step takes at its longest, given instead of measured (tests; a machine
+# whose measurement is known).
+STEP_SECONDS_ENV = "MEMLIFE_TEMP_LORA_STEP_S"
+
+
+def temp_lora_cost(profile: str, roots: list[Path], *, root: Path | None = None,
+                   step_seconds: float | None = None) -> dict | None:
+    """What Temp-LoRA's training would take at `profile` on this machine, per setting: histories,
+    their tokens (the embedded model's), gradient steps (chunks x epochs) and estimated hours, and
+    whether the profile runs it there (`temp_lora_settings`). None when notebook 12 does not run
+    Temp-LoRA. The dataset is read from the first of `roots` that has it."""
+    from . import config, tokens
+    from .memops import evaluate, systems
+    from .memops.schema import load_instances
+
+    params = config.notebook_params(profile, "12_memops_eval", root)
+    if "temp_lora" not in params.get("systems", []):
+        return None
+    lay = paths.layout(profile, root)
+    found = [Path(r) / lay.data.relative_to(lay.root) / "memops" / "instances.jsonl" for r in roots]
+    data = next((f for f in found if f.is_file()), None)
+    if data is None:
+        raise FileNotFoundError(f"no MemOps dataset for profile {profile} (looked for {', '.join(map(str, found))})")
+    chosen = evaluate.select_instances(load_instances(data), params.get("max_instances"))
+    cfg = systems.TempLoRAConfig(epochs=params["temp_lora_epochs"])
+    longest = cfg.chunk_tokens + cfg.context_tokens
+    if step_seconds is None:
+        given = os.environ.get(STEP_SECONDS_ENV)
+        step_seconds = float(given) if given else systems.measure_temp_lora_step(cfg)
+    settings = []
+    for setting in params.get("settings", []):
+        lengths = [len(tokens.embedded_ids(systems.TempLoRASystem.history_text(systems.history_for(i, setting))))
+                   for i in chosen]
+        steps = [systems.temp_lora_schedule(n, cfg) for n in lengths]
+        step_tokens = sum(s.tokens for sched in steps for s in sched)
+        settings.append({"setting": setting, "runs": setting in params.get("temp_lora_settings", []),
+                         "histories": len(lengths), "tokens": sum(lengths), "max_tokens": max(lengths, default=0),
+                         "steps": sum(len(s) for s in steps),
+                         "hours": step_tokens / longest * step_seconds / 3600})
+    return {"base_model": systems.TempLoRASystem.base_model(), "chunk_tokens": cfg.chunk_tokens,
+            "context_tokens": cfg.context_tokens, "epochs": cfg.epochs, "lr": cfg.lr, "rank": cfg.rank,
+            "step_tokens": longest, "step_seconds": step_seconds, "settings": settings}
+
+
+def render_temp_lora(t: dict | None) -> list[str]:
+    if not t:
+        return []
+    if "skipped" in t:
+        return [f"Temp-LoRA training: not estimated ({t['skipped']})"]
+    lines = [f"Temp-LoRA training, an estimate (no call counts it): {t['base_model']}, chunks of {t['chunk_tokens']} "
+             f"tokens with up to {t['context_tokens']} before each, {t['epochs']} epochs per chunk, lr {t['lr']:g}, "
+             f"rank {t['rank']}; one {t['step_tokens']:,}-token step took {t['step_seconds']:.1f} s on this machine, "
+             f"shorter steps scaled by their tokens"]
+    for s in t["settings"]:
+        lines.append(f"  {s['setting']:<13} {s['histories']:>5,} histories, {s['tokens']:>12,} tokens (longest "
+                     f"{s['max_tokens']:,}), {s['steps']:>8,} steps, ~{s['hours']:,.1f} h"
+                     + ("" if s["runs"] else "  (not run at this profile: temp_lora_settings)"))
+    return lines
 
 
 def render(est: dict) -> str:
@@ -116,6 +187,7 @@ def render(est: dict) -> str:
                  f"{total['prompt_tokens']:>11,} {total['completion_tokens']:>11,} {total['usd']:>10.2f}")
     if unpriced:
         lines.append(f"unpriced (not in the dollars; give MEMLIFE_<ROLE>_PRICE_PER_MTOK): {sorted(unpriced)}")
+    lines += render_temp_lora(est.get("temp_lora"))
     for name, why in sorted(est["failed"].items()):
         lines.append(f"{name} stopped in estimate mode ({why}); its calls are counted up to there")
     lines.append(f"per notebook and role: {est.get('written', '')}")

@@ -1156,13 +1156,20 @@ class Client:
     # -- structured output
 
     def complete_json(self, messages: list[dict], *, schema, max_tokens: int, grammar_schema: dict | None = None,
-                      **kw):
+                      grammar: str | None = None, **kw):
         """(schema instance, Completion); the instance is None when the reply does not parse.
 
         `grammar_schema` replaces the JSON schema sent as response_format (e.g. a tighter one
         that bounds string lengths for a small model); the reply is still parsed with `schema`.
+        `grammar`, a GBNF grammar, is sent instead of any response_format (llama-server's own
+        field: the embedded model only), for a format a JSON schema cannot fix, such as its
+        whitespace.
         """
-        if self.endpoint.structured_output:
+        if grammar is not None:
+            if not self.is_embedded:
+                raise ValueError(f"role {self.endpoint.role}: a GBNF grammar is for the embedded llama-server only")
+            kw["extra"] = {**(kw.get("extra") or {}), "grammar": grammar}
+        elif self.endpoint.structured_output:
             kw["response_format"] = json_schema_format(schema, grammar_schema)
         c = self.complete(messages, max_tokens=max_tokens, **kw)
         if c.refusal is not None:

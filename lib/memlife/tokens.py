@@ -85,6 +85,16 @@ def _embedded_tokenizer():
     return AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)
 
 
+def embedded_tokenizer():
+    """The embedded model's own tokenizer (read from its GGUF; loaded once)."""
+    return _embedded_tokenizer()
+
+
+def embedded_ids(text: str) -> list[int]:
+    """`text` as the embedded model's token ids (no special tokens)."""
+    return _embedded_tokenizer()(text, add_special_tokens=False)["input_ids"]
+
+
 def count_embedded(text: str) -> int:
     """Tokens of `text` in the embedded model's own tokenizer (read from the GGUF the server runs,
     with no server): what a completion of this text costs against its `max_tokens`."""

@@ -58,8 +58,9 @@ def method_labels(records: pd.DataFrame) -> list[str]:
 
 def beside_paper(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
     """The paper's rows, then ours, told apart by a first column `source` ("paper"/"ours"), in
-    our table's columns: a column only ours has (`labels`, `Malformed`) is empty in the paper's
-    rows, and a paper row keeps only the columns we also report."""
+    our table's columns: a column only ours has (`labels`, `n`, the counts of replies cut off at
+    the token cap and of malformed ones) is empty in the paper's rows, and a paper row keeps only
+    the columns we also report."""
     ours = ours.copy()
     paper = paper.copy()
     ours.insert(0, "source", "ours")

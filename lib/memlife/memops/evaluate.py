@@ -7,7 +7,7 @@ Layout under `paths.layout(profile).run / "memops"`:
   records.parquet                         this run's journal lines, rescored by the current scorer, sorted
 
 The run key is a hash of every parameter that changes an answer or a store (reader model,
-seed, top-k, token caps, Temp-LoRA steps, Mem0 mode); each journal line carries it. Resuming: a
+seed, top-k, token caps, Temp-LoRA epochs, Mem0 mode); each journal line carries it. Resuming: a
 probe already journalled under the current key is not asked again; a history whose probes are
 all journalled is not ingested again; a store without its INGESTED marker is rebuilt from
 scratch (see systems.IngestMarker). Changing such a parameter starts a fresh set of answers and
@@ -22,15 +22,17 @@ import json
 import os
 import threading
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from . import metrics, systems
+from .response import grammar_longest_reply
 from .schema import Instance, load_instances
 from .systems import RETRIEVAL_TOKENS
 
 RECORD_COLUMNS = (
     "system", "setting", "instance_id", "topic_id", "op_type", "probe_id", "probe_type", "multi_hop",
-    "malformed", "parse_error", "answer", "pred_operations", "pred_provenance", "raw",
+    "malformed", "truncated", "finish_reason", "parse_error", "answer", "pred_operations", "pred_provenance", "raw",
     "context_tokens", "truncated_tokens", "retrieved", "prompt_tokens", "completion_tokens",
     "request_id", "reader", "variant", "run_key",
     "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect", "operation", "undecided",
@@ -52,7 +54,7 @@ class EvalConfig:
     retrieval_tokens: int | None = RETRIEVAL_TOKENS  # (`systems` is a field name here)
     top_k_memories: int = 10
     reader_max_tokens: int = 192
-    temp_lora_steps: int = 4
+    temp_lora_epochs: int = 2  # per chunk, every chunk of the history (systems.TempLoRAConfig: the paper's 2)
     temp_lora_settings: list[str] = field(default_factory=lambda: ["adjacent"])
     mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
     extract_max_tokens: int = 384   # the cap on Mem0's and MemOS's own extraction calls
@@ -70,15 +72,18 @@ class EvalConfig:
 
 # The EvalConfig fields that change an answer or a store; the others only choose what is asked.
 ANSWER_FIELDS = ("seed", "top_k_turns", "top_k_sessions", "retrieval_tokens", "top_k_memories",
-                 "reader_max_tokens", "temp_lora_steps", "mem0_infer", "extract_max_tokens")
+                 "reader_max_tokens", "temp_lora_epochs", "mem0_infer", "extract_max_tokens")
 
 
-def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = None) -> str:
+def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = None,
+            grammar: str | None = None) -> str:
     fields = {f: getattr(cfg, f) for f in ANSWER_FIELDS}
     if grammar_bounds is not None:  # the embedded reader's sampling grammar changes its answers
         fields["grammar_bounds"] = grammar_bounds
     if not cfg.subject:  # the reader's prompt: a new prompt asks afresh, never reuses old answers
         fields["reader_prompt"] = hashlib.sha256(systems.system_prompt(cfg.memory_hint).encode()).hexdigest()[:12]
+    if grammar is not None:  # and so does the grammar's form (its separators), not only its bounds
+        fields["grammar_sha256"] = hashlib.sha256(grammar.encode()).hexdigest()
     if cfg.subject:  # only then: a model run keeps the key (and the journal) it always had
         from memlife import subjects as ref
 
@@ -105,19 +110,45 @@ class ReplyRoomError(ValueError):
 
 
 def check_reply_room(reader: "systems.Reader", asked: list[tuple[Instance, list]]) -> int:
-    """The longest gold response of the probes asked, in the reader's tokens; raises
-    ReplyRoomError when it does not fit `reader.max_tokens` (a perfect reply would be cut off and
-    scored malformed)."""
+    """The longest gold response of the probes asked, in the reader's tokens, written as the
+    reader's grammar writes it (pydantic's compact JSON: `response.reply_grammar` fixes every
+    separator, so no reply spends tokens on whitespace); raises ReplyRoomError when it does not
+    fit `reader.max_tokens` (a perfect reply would be cut off and reported truncated), or when the
+    grammar does not admit it."""
     worst, where = 0, ""
+    grammar = reader.grammar() if hasattr(reader, "grammar") else None
     for inst, probes in asked:
         for p in probes:
-            n = reader.reply_tokens(metrics.gold_response(inst, p).raw)
+            raw = metrics.gold_response(inst, p).raw
+            if grammar is not None and not grammar_admits(grammar, raw):
+                raise ReplyRoomError(f"the reader's grammar rejects the gold response of probe {p.probe_id}: {raw[:200]}")
+            n = reader.reply_tokens(raw)
             if n > worst:
                 worst, where = n, p.probe_id
     if worst > reader.max_tokens:
         raise ReplyRoomError(f"reader_max_tokens={reader.max_tokens} is below the gold response of probe {where} "
                              f"({worst} tokens): a perfect reply could not fit; raise reader_max_tokens to at least {worst}")
     return worst
+
+
+def grammar_admits(grammar: str, text: str) -> bool:
+    """Whether the GBNF `grammar` admits `text` whole, checked by llguidance over its bytes (the
+    embedded model's tokenizer is byte-level: any text it could write is a token sequence)."""
+    import llguidance
+
+    from memlife import tokens
+
+    m = llguidance.LLMatcher(_ll_tokenizer(), llguidance.grammar_from("gbnf", grammar))
+    return m.consume_tokens(tokens.embedded_ids(text)) and m.is_accepting()
+
+
+@lru_cache(maxsize=1)
+def _ll_tokenizer():
+    import llguidance.hf
+
+    from memlife import tokens
+
+    return llguidance.hf.from_tokenizer(tokens.embedded_tokenizer())
 
 
 def select_instances(instances: list[Instance], max_instances: int | None) -> list[Instance]:
@@ -242,6 +273,10 @@ def _record(system: str, setting: str, inst: Instance, probe, ans: systems.Answe
         "system": system, "setting": setting, "instance_id": inst.instance_id, "topic_id": inst.topic_id,
         "op_type": inst.op_type, "probe_id": probe.probe_id, "probe_type": probe.probe_type,
         "multi_hop": bool(probe.multi_hop),
+        # truncated: the reply hit the token cap (finish_reason "length"), whether or not it parsed;
+        # malformed: it did not parse (the scorer's label). A malformed reply that is not truncated
+        # is the model failing the format; one that is, the cap cutting it off.
+        "truncated": ans.finish_reason == "length", "finish_reason": ans.finish_reason,
         **{k: scored.pop(k) for k in ("malformed", "parse_error", "answer", "pred_operations", "pred_provenance")},
         "raw": parsed.raw, "context_tokens": ans.context_tokens, "truncated_tokens": ans.truncated_tokens,
         "retrieved": json.dumps(ans.retrieved), "prompt_tokens": ans.prompt_tokens,
@@ -263,7 +298,7 @@ def rescore(records: list[dict], instances: list[Instance]) -> list[dict]:
     out = []
     for rec in records:
         found = probes.get((rec["instance_id"], rec["probe_id"]))
-        out.append({**rec, **_scored(parse_response(rec["raw"]), *found)} if found else rec)
+        out.append({**rec, **_scored(parse_response(rec["raw"], rec.get("finish_reason")), *found)} if found else rec)
     return out
 
 
@@ -331,14 +366,19 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     asked = select_probes(chosen, cfg.max_probes)
     gold_tokens = None if cfg.subject else check_reply_room(reader, list(zip(chosen, asked)))
     grammar = reader.grammar_bounds if reader.is_bounded() else None
-    key = run_key(cfg, reader_model, grammar)
+    key = run_key(cfg, reader_model, grammar, reader.grammar() if grammar is not None else None)
+    # The longest reply the grammar admits (characters; tokens at most, for ASCII text): a cap
+    # below it can still cut a reply that runs every field to its bound, which is then reported
+    # truncated, never silently scored as a format failure.
+    longest = grammar_longest_reply(grammar) if grammar is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps({**asdict(cfg), "reader": reader_model, "run_key": key,
                                                      "judge_used": bool(use_judge), "grammar_bounds": grammar,
-                                                     "longest_gold_reply_tokens": gold_tokens},
+                                                     "longest_gold_reply_tokens": gold_tokens,
+                                                     "grammar_longest_reply_chars": longest},
                                                     indent=1, sort_keys=True))
     # Temp-LoRA's generation gets the reader's token cap: every system has room for a perfect reply
-    lora_cfg = systems.TempLoRAConfig(max_steps=cfg.temp_lora_steps, max_new_tokens=cfg.reader_max_tokens)
+    lora_cfg = systems.TempLoRAConfig(epochs=cfg.temp_lora_epochs, max_new_tokens=cfg.reader_max_tokens)
     selection = set()
     work = []  # per system, per setting: the journal and the probes it still lacks
     for name in cfg.systems:
@@ -425,10 +465,25 @@ def parallel_instances(answer_instance, todo, workers: int) -> None:
 MALFORMED_NOTICE = 0.5  # a system x setting whose replies are mostly malformed is worth a line
 
 
+def reply_counts(records):
+    """Per system x setting: replies, those cut at the token cap (`truncated`), and those that
+    ended on their own and did not parse (`malformed`: the model failing the format). Records
+    without finish_reason (answered before it was recorded) count as not truncated."""
+    import pandas as pd
+
+    trunc = (records["truncated"].fillna(False).astype(bool) if "truncated" in records
+             else pd.Series(False, index=records.index))
+    df = records.assign(_t=trunc, _m=records["malformed"].astype(bool) & ~trunc)
+    g = df.groupby(["system", "setting"], sort=True)
+    return pd.DataFrame({"replies": g.size(), "truncated": g["_t"].sum().astype(int),
+                         "malformed": g["_m"].sum().astype(int)})
+
+
 def run_notices(records, ingested) -> list[str]:
-    """What a run's user should hear about, in a line each: system x setting runs whose replies are
-    mostly malformed, contexts cut to fit the reader's window, and memory stores that were given
-    sessions and stored nothing."""
+    """What a run's user should hear about, in a line each: system x setting runs with replies
+    cut at the token cap (truncated: every one is said), runs whose replies mostly failed the
+    format on their own (malformed, not counting the truncated), contexts cut to fit the reader's
+    window, and memory stores that were given sessions and stored nothing."""
     out = []
     if len(records) and "truncated_tokens" in records:
         cut = records[records["truncated_tokens"] > 0].groupby(["system", "setting"], sort=True)["truncated_tokens"]
@@ -437,11 +492,17 @@ def run_notices(records, ingested) -> list[str]:
                 f"{s}/{st} {len(g)} of {int(((records.system == s) & (records.setting == st)).sum())}, "
                 f"{g.mean():,.0f} tokens on average" for (s, st), g in cut))
     if len(records):
-        share = records.groupby(["system", "setting"], sort=True)["malformed"].agg(["sum", "size"])
-        high = share[share["sum"] > MALFORMED_NOTICE * share["size"]]
+        counts = reply_counts(records)
+        cut = counts[counts["truncated"] > 0]
+        if len(cut):
+            out.append("replies cut off at the token cap (kept, labelled truncated, scored as failures; "
+                       "raise reader_max_tokens to give them room): " + ", ".join(
+                           f"{s}/{st} {int(r['truncated'])} of {int(r['replies'])}" for (s, st), r in cut.iterrows()))
+        high = counts[counts["malformed"] > MALFORMED_NOTICE * counts["replies"]]
         if len(high):
-            out.append("most replies malformed (kept and labelled malformed): " + ", ".join(
-                f"{s}/{st} {int(r['sum'])} of {int(r['size'])}" for (s, st), r in high.iterrows()))
+            out.append("most replies malformed (ended on their own and did not parse; kept and labelled "
+                       "malformed): " + ", ".join(
+                           f"{s}/{st} {int(r['malformed'])} of {int(r['replies'])}" for (s, st), r in high.iterrows()))
     if len(ingested) and "memories_added" in ingested:
         empty = ingested[ingested["memories_added"].map(lambda v: sum(json.loads(v)) == 0 if isinstance(v, str) else False)]
         for system, group in empty.groupby("system", sort=True):

@@ -1181,6 +1181,29 @@ def _means(df, by: list[str], cols: list[str]):
     return out
 
 
+# Our rows of Table 3 count the replies that failed before any label could be read, two ways
+# (`report.save_table` writes `n_` columns as counts): cut off at the token cap, and ended on their
+# own without parsing — the cap's doing and the model's are not one number.
+TRUNCATED_COUNT = "n_truncated"
+MALFORMED_COUNT = "n_malformed"
+
+
+def reply_failures(records, by: list[str]):
+    """Per `by` group: TRUNCATED_COUNT, the replies that hit the token cap (finish_reason
+    "length"), and MALFORMED_COUNT, those that did not parse and were not cut off. Records
+    without a `truncated` column count none as truncated."""
+    import pandas as pd
+
+    df = _frame(records)
+    trunc = [_flag(v) is True for v in (df["truncated"] if "truncated" in df.columns else [None] * len(df))]
+    bad = [_flag(v) is True for v in (df["malformed"] if "malformed" in df.columns else [None] * len(df))]
+    frame = df[by].copy()
+    frame[TRUNCATED_COUNT] = trunc
+    frame[MALFORMED_COUNT] = [b and not t for b, t in zip(bad, trunc)]
+    out = frame.groupby(by, sort=True)[[TRUNCATED_COUNT, MALFORMED_COUNT]].sum().astype(int).reset_index()
+    return out if len(out) else pd.DataFrame(columns=[*by, TRUNCATED_COUNT, MALFORMED_COUNT])
+
+
 def table3_rows(records, by: list[str]):
     """Our rows of Table 3: `summarize(records, by)` with TABLE3_COLUMNS names, n, and n_<label>
     for the replies behind each label's mean.
@@ -1189,11 +1212,16 @@ def table3_rows(records, by: list[str]):
     left undecided), and each row gets the judge's agreement with the scorer on the decided
     labels it also saw (`Judge agreement`, `Judge kappa`, pooled over the six labels, over
     n_judge_pairs label pairs) and JUDGE_INVALID, its replies that did not parse.
+
+    Each row also counts the replies that failed before any label could be read
+    (`reply_failures`): TRUNCATED_COUNT and MALFORMED_COUNT, in place of a malformed share.
     """
     import pandas as pd
 
     df = _frame(records)
+    failures = reply_failures(df, by)
     out = summarize(df, by).rename(columns=TABLE3_COLUMNS)
+    out = out.drop(columns=[TABLE3_COLUMNS["malformed"]], errors="ignore").merge(failures, on=by, how="left")
     if not judged(df):
         return out
     out.insert(len(by), LABELS_COLUMN, "scorer + judge")

@@ -64,16 +64,31 @@ HINTED_RESPONSE_INSTRUCTIONS = (
 
 @dataclass(frozen=True)
 class ParsedResponse:
-    """A system's reply to one probe: the parsed response, or why it is malformed."""
+    """A system's reply to one probe: the parsed response, or why it is malformed.
+
+    `malformed` is the scorer's label: no response could be read (scored as a failure either way).
+    `truncated` says why, where the reason is the token cap: the reply was still being written
+    when it hit `max_tokens` (finish_reason "length"), so the system never finished it. Counted
+    apart from a reply that ended on its own and did not parse (`failed_format`), which is the
+    model failing the format."""
 
     raw: str
     response: MemOpsResponse | None
     error: str = ""
     extra: dict = field(default_factory=dict)
+    finish_reason: str | None = None
 
     @property
     def malformed(self) -> bool:
         return self.response is None
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+    @property
+    def failed_format(self) -> bool:
+        return self.malformed and not self.truncated
 
 
 # The one wrapper `llm.parse_json` also accepts, so that a reply parses the same whether it came
@@ -81,29 +96,33 @@ class ParsedResponse:
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.S)
 
 
-def parse_response(raw: str) -> ParsedResponse:
+def parse_response(raw: str, finish_reason: str | None = None) -> ParsedResponse:
     """Strictly parse a raw reply: exactly one JSON object matching MemOpsResponse (a single
-    ```json fence around it is tolerated, as `llm.parse_json` does).
+    ```json fence around it is tolerated, as `llm.parse_json` does). `finish_reason` is the
+    generation's ("length": it hit the token cap); it is kept, and names the cause in `error`.
 
     No repair, no salvage of a partial object: a weak model's truncated or off-schema reply is
     a real failure of that system and must be scored as one.
     """
+    cut = " (cut off at the token cap)" if finish_reason == "length" else ""
     text = (raw or "").strip()
     if not text:
-        return ParsedResponse(raw=raw or "", response=None, error="empty reply")
+        return ParsedResponse(raw=raw or "", response=None, error="empty reply" + cut, finish_reason=finish_reason)
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return ParsedResponse(raw=raw, response=None, error=f"not JSON: {exc.msg} at char {exc.pos}")
+        return ParsedResponse(raw=raw, response=None, error=f"not JSON: {exc.msg} at char {exc.pos}{cut}",
+                              finish_reason=finish_reason)
     try:
-        return ParsedResponse(raw=raw, response=MemOpsResponse.model_validate(obj))
+        return ParsedResponse(raw=raw, response=MemOpsResponse.model_validate(obj), finish_reason=finish_reason)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-        return ParsedResponse(raw=raw, response=None, error=f"schema: {loc}: {first['msg']}")
+        return ParsedResponse(raw=raw, response=None, error=f"schema: {loc}: {first['msg']}{cut}",
+                              finish_reason=finish_reason)
 
 
 # Bounds for the sampling grammar of a small local reader. Unbounded, SmolLM2-135M repeats one
@@ -150,3 +169,66 @@ def bounded_json_schema(bounds: dict | None = None) -> dict:
     props["provenance"]["items"]["maxLength"] = b["provenance_quote"]
     props["provenance"]["maxItems"] = b["provenance_items"]
     return s
+
+
+# ----------------------------------------------------------------------------- the sampling grammar
+#
+# llama-server compiles a json_schema into a GBNF grammar whose `space` rule,
+# `| " " | "\n"{1,2} [ \t]{0,20}`, may follow every brace, colon and comma: up to 22 characters
+# at each of some hundred places of a five-operation reply, and the embedded model pretty-prints
+# with them until the token cap cuts the reply (quick: every malformed reply of the embedded
+# reader was one cut at the cap). The grammar below fixes every separator instead: the reply is
+# pydantic's compact JSON (`model_dump_json`), the format of the gold responses, so the only
+# free text is inside the bounded strings and the only free length is the bounded lists.
+# The same grammar text goes to llama-server (as `grammar`) and to Temp-LoRA's own decoder
+# (llguidance), so every system answers under one grammar.
+
+# A JSON string's characters, as llama.cpp's own JSON grammar writes them.
+_GBNF_CHAR = r'''char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'''
+
+
+def _gbnf_string(n: int) -> str:
+    return f'"\\"" char{{0,{int(n)}}} "\\""'
+
+
+def _gbnf_list(item: str, n: int) -> str:
+    """At most `n` items, comma-separated, no whitespace."""
+    if n <= 0:
+        return '""'
+    return f'( {item} ( "," {item} ){{0,{n - 1}}} )?' if n > 1 else f"( {item} )?"
+
+
+def reply_grammar(bounds: dict | None = None) -> str:
+    """The GBNF grammar of a MemOpsResponse within `bounds` (GRAMMAR_BOUNDS's keys), with fixed
+    separators: no whitespace anywhere outside strings, keys in the schema's order."""
+    b = {**GRAMMAR_BOUNDS, **(bounds or {})}
+    types = " | ".join(f'"\\"{t}\\""' for t in PredictedOperation.model_fields["type"].annotation.__args__)
+    return "\n".join([
+        'root ::= "{\\"answer\\":" answer ",\\"operations\\":[" ops "],\\"provenance\\":[" prov "]}"',
+        f"answer ::= {_gbnf_string(b['answer'])}",
+        f"ops ::= {_gbnf_list('op', b['operations_items'])}",
+        'op ::= "{\\"type\\":" optype ",\\"target\\":" target ",\\"old_value\\":" oldvalue '
+        '",\\"new_value\\":" newvalue "}"',
+        f"optype ::= {types}",
+        f"target ::= {_gbnf_string(b['target'])}",
+        f"oldvalue ::= {_gbnf_string(b['old_value'])}",
+        f"newvalue ::= {_gbnf_string(b['new_value'])}",
+        f"prov ::= {_gbnf_list('quote', b['provenance_items'])}",
+        f"quote ::= {_gbnf_string(b['provenance_quote'])}",
+        _GBNF_CHAR,
+    ]) + "\n"
+
+
+def grammar_longest_reply(bounds: dict | None = None) -> int:
+    """Characters in the longest reply `reply_grammar(bounds)` admits, each string character
+    counted once (an escape such as \\u00e9 is longer): every string at its bound, every list
+    full, the longest operation type. An upper bound on its tokens for text without escapes or
+    non-ASCII characters, since no token of a byte-level BPE is shorter than one byte."""
+    b = {**GRAMMAR_BOUNDS, **(bounds or {})}
+    longest_type = max(len(t) for t in PredictedOperation.model_fields["type"].annotation.__args__)
+    op = PredictedOperation(type="remember", target="", old_value="", new_value="").model_dump_json()
+    op_len = len(op) - len("remember") + longest_type + b["target"] + b["old_value"] + b["new_value"]
+    n_ops, n_quotes = b["operations_items"], b["provenance_items"]
+    empty = len(MemOpsResponse(answer="", operations=[], provenance=[]).model_dump_json())
+    return (empty + b["answer"] + n_ops * op_len + max(n_ops - 1, 0)
+            + n_quotes * (b["provenance_quote"] + 2) + max(n_quotes - 1, 0))
