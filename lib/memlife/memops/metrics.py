@@ -4,7 +4,7 @@ The paper (Section 4.1, Metrics): a GPT-4o judge "compares each model response a
 operation trace, gold provenance, and evidence conversation, assigns binary labels for the
 applicable metrics, and we report their averages". Two implementations assign those labels:
 
-* the deterministic scorer (DESIGN.md "Deterministic scorer"), the offline default, which stands
+* the deterministic scorer, the offline default, which stands
   in for the judge and says `UNDECIDED` where its rules cannot decide a label;
 * the paper's LLM judge (`JUDGE_PROMPT`), used only when `llm.judge_available()` — the embedded
   model is a weak subject, never a judge. It labels every reply the scorer left a label of
@@ -820,7 +820,7 @@ def score(parsed: ParsedResponse, instance: Instance, probe: Probe) -> Labels:
 
 def gold_response(instance: Instance, probe: Probe) -> ParsedResponse:
     """The reply made of the probe's expected answer, its gold operations and its provenance
-    quotes: the scorer must give it `Labels.perfect` (DESIGN.md "The gold response scores perfect").
+    quotes: the scorer must give it `Labels.perfect` (tests/test_memops_score.py holds it to that).
 
     A value the user asked to forget is left out of its operations ("" where it stood: the
     forget operation's old value, the remember operation that first stored it), as the gold

@@ -5,7 +5,7 @@ target, old and new value) and the user quotes that support the answer. The pyda
 sent as the structured-output schema (`client.complete_json`), so an endpoint that honours
 json_schema constrains decoding to it. A reply that still does not parse is kept as a
 `malformed` record with its raw text and the parse error; it is never dropped, and the scorer
-gives it its own label (DESIGN.md "The gold response scores perfect").
+gives it its own label (tests/test_memops_score.py holds it to that).
 """
 from __future__ import annotations
 

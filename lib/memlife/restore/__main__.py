@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         "decompose",
         help="per policy x budget x regime x reader x judge: irreversible / recoverable / residual",
     )
-    dec.add_argument("records", help="restore records, .parquet or .csv (DESIGN.md contract), or a "
-                                     "directory of per-reader record files")
+    dec.add_argument("records", help="restore records, .parquet or .csv (columns: decompose.CONTRACT_COLUMNS), "
+                                     "or a directory of per-reader record files")
     dec.add_argument("--out", required=True, help="CSV to write")
     run = sub.add_parser("run", help="notebooks 20-22 from the command line: data, eviction, reads, "
                                      "records (DIR/records/<reader>.parquet)")
