@@ -212,16 +212,16 @@ $(RUN_DIR)/notebooks/%.ipynb: notebooks/%.ipynb $(PROFILE_FILE) $(LIB) | $(RUN_E
 	@$(PY) -m memlife.runner $* --profile $(PROFILE)
 
 # The DAG between notebooks: what each reads from another.
-NB := $(RUN_DIR)/notebooks
-$(NB)/11_memops_stats.ipynb: $(NB)/10_memops_build.ipynb
-$(NB)/12_memops_eval.ipynb: $(NB)/10_memops_build.ipynb $(MEMOS_STAMP)
-$(NB)/13_memops_tables.ipynb: $(NB)/12_memops_eval.ipynb
-$(NB)/21_eviction.ipynb: $(NB)/20_longmem_data.ipynb
-$(NB)/22_read_restore.ipynb: $(NB)/21_eviction.ipynb
-$(NB)/23_decomposition.ipynb: $(NB)/22_read_restore.ipynb
-$(NB)/24_robustness.ipynb: $(NB)/22_read_restore.ipynb
+NB_DIR := $(RUN_DIR)/notebooks
+$(NB_DIR)/11_memops_stats.ipynb: $(NB_DIR)/10_memops_build.ipynb
+$(NB_DIR)/12_memops_eval.ipynb: $(NB_DIR)/10_memops_build.ipynb $(MEMOS_STAMP)
+$(NB_DIR)/13_memops_tables.ipynb: $(NB_DIR)/12_memops_eval.ipynb
+$(NB_DIR)/21_eviction.ipynb: $(NB_DIR)/20_longmem_data.ipynb
+$(NB_DIR)/22_read_restore.ipynb: $(NB_DIR)/21_eviction.ipynb
+$(NB_DIR)/23_decomposition.ipynb: $(NB_DIR)/22_read_restore.ipynb
+$(NB_DIR)/24_robustness.ipynb: $(NB_DIR)/22_read_restore.ipynb
 
-nb = $(filter $(addprefix $(NB)/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
+nb = $(filter $(addprefix $(NB_DIR)/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
 data: $(call nb,10_memops_build 20_longmem_data)
 run: $(call nb,12_memops_eval 21_eviction 22_read_restore)
 # 14_memops_controls and 25_restore_controls build their own paper-scale data offline: no
