@@ -46,7 +46,8 @@ def _env(**extra: str) -> dict:
 
 
 def _python(repo: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=repo, env=_env(PYTHONPATH=str(repo / "lib"), **extra),
+    lib = repo / "lib" if (repo / "lib").is_dir() else ROOT / "lib"  # the copy's library, else this one
+    return subprocess.run([sys.executable, *args], cwd=repo, env=_env(PYTHONPATH=str(lib), **extra),
                           capture_output=True, text=True)
 
 
@@ -61,13 +62,16 @@ def would_run(plan: subprocess.CompletedProcess, profile: str) -> set[str]:
 
 
 def simulate_run(repo: Path, profile: str) -> None:
-    """What a finished `make reproduce` leaves: every fingerprint, then every executed copy after it."""
+    """What a finished `make reproduce` leaves: every fingerprint, the copy of it each run keeps
+    (NAME.ran, dated as the fingerprint was), then every executed copy after them."""
     done = _python(repo, "-m", "memlife.runner", "fingerprint", "--profile", profile)
     assert done.returncode == 0, done.stderr
     now = time.time()
     for nb in NOTEBOOKS:
         fp = repo / "results" / profile / "fingerprints" / f"{nb}.txt"
-        os.utime(fp, (now - 100, now - 100))
+        shutil.copy(fp, runner.ran_path(fp))
+        for stamp in (fp, runner.ran_path(fp)):
+            os.utime(stamp, (now - 100, now - 100))
         out = repo / "results" / profile / "notebooks" / f"{nb}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("{}")
@@ -132,8 +136,11 @@ def test_pointing_every_role_at_another_endpoint_reruns_the_notebooks_that_call_
     plan = make_n(repo, "PROFILE=quick", **stand_in)
     assert would_run(plan, "quick") == CALLING_AND_AFTER
     assert "12_memops_eval rests on changed settings: models.judge.base_url, models.judge.model" in plan.stdout
-    written = "".join(p.read_text() for p in (repo / "results" / "quick" / "fingerprints").iterdir())
+    written = "".join(p.read_text() for p in (repo / "results" / "quick" / "fingerprints").glob("*.txt"))
     assert "stand-in-model" in written and "sk-never-written-down" not in written
+    # the dry run rewrote the fingerprints; back on the executed copies' settings, nothing is redone
+    back = make_n(repo, "PROFILE=quick")
+    assert would_run(back, "quick") == set() and "rests on changed settings" not in back.stdout
 
 
 def test_pointing_one_role_elsewhere_reruns_exactly_the_notebooks_that_call_it(repo):
@@ -233,3 +240,40 @@ def test_the_summary_names_the_models_behind_each_notebooks_tables(tmp_path):
     assert ("models behind 23_decomposition's tables and figures: judge stand-in-judge; reader stand-in-reader "
             "(through 22_read_restore)" in text)
     assert "models behind 25_restore_controls's tables and figures: none (model-free)" in text
+
+
+def test_a_run_keeps_the_fingerprint_it_was_made_with_and_a_return_to_it_takes_back_its_date(tmp_path):
+    """The runner's command line (what make calls) writes the notebook's fingerprint before it runs
+    and keeps a copy, NAME.ran, dated as the fingerprint was: settings changed and changed back (as
+    a `make -n` with another model does) leave the executed copy current."""
+    import nbformat
+
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("size = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("assert size > 0")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "notebooks" / "98_tiny.ipynb")
+    (root / "configs").mkdir()
+    (root / "configs" / "mine.yaml").write_text("common: {}\nnotebooks:\n  98_tiny: {size: 1}\n")
+    env = dict(MEMLIFE_ROOT=str(root), MEMLIFE_CACHE_DIR=str(tmp_path / "cache"))
+    done = _python(root, "-m", "memlife.runner", "98_tiny", "--profile", "mine", **env)
+    assert done.returncode == 0, done.stderr
+    fp = root / "results" / "mine" / "fingerprints" / "98_tiny.txt"
+    executed = root / "results" / "mine" / "notebooks" / "98_tiny.ipynb"
+    ran = runner.ran_path(fp)
+    assert ran.read_text() == fp.read_text() and ran.stat().st_mtime_ns == fp.stat().st_mtime_ns
+    assert '"size": 1' in fp.read_text() and fp.stat().st_mtime_ns < executed.stat().st_mtime_ns
+
+    def fingerprint_now() -> subprocess.CompletedProcess:
+        return _python(root, "-m", "memlife.runner", "fingerprint", "--profile", "mine", **env)
+
+    (root / "configs" / "mine.yaml").write_text("common: {}\nnotebooks:\n  98_tiny: {size: 2}\n")
+    time.sleep(0.01)
+    assert "98_tiny rests on changed settings: parameters.size" in fingerprint_now().stdout
+    assert fp.stat().st_mtime_ns > executed.stat().st_mtime_ns  # make would run it again
+    (root / "configs" / "mine.yaml").write_text("common: {}\nnotebooks:\n  98_tiny: {size: 1}\n")
+    assert fingerprint_now().stdout == ""
+    assert fp.stat().st_mtime_ns == ran.stat().st_mtime_ns < executed.stat().st_mtime_ns  # current again

@@ -139,11 +139,19 @@ def fingerprint_path(profile: str, notebook: str, root: Path | None = None) -> P
     return paths.layout(profile, root).run / "fingerprints" / f"{notebook}.txt"
 
 
+def ran_path(fingerprint_file: Path) -> Path:
+    """The fingerprint the executed copy was made with, dated as it was then (written by a run)."""
+    return fingerprint_file.with_suffix(".ran")
+
+
 def write_fingerprints(profile: str, notebooks: list[str] | None = None,
                        root: Path | None = None) -> dict[str, list[str]]:
     """Each notebook's fingerprint file, rewritten only where its content changed (make compares
-    its time with the executed copy's). Returns, per notebook whose earlier fingerprint differed,
-    the settings that changed."""
+    its time with the executed copy's). Content that is again what the executed copy was made
+    with takes back that run's date: `make -n` with another model rewrites the fingerprints (so
+    that it can list what a run would redo), and without it they would otherwise stay newer than
+    the executed copies they describe. Returns, per notebook with an executed copy whose
+    fingerprint changed, the settings that differ from its run's (else from the last written)."""
     root = Path(root) if root else paths.repo_root()
     names = notebooks or sorted(p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     changed: dict[str, list[str]] = {}
@@ -159,10 +167,18 @@ def write_fingerprints(profile: str, notebooks: list[str] | None = None,
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text)
+        ran = ran_path(path)
+        last_run = ran.read_text() if ran.is_file() else None
+        if last_run == text:
+            when = ran.stat().st_mtime_ns
+            os.utime(tmp, ns=(when, when))
+            tmp.replace(path)
+            continue
         tmp.replace(path)
-        if old is not None:
+        before_text = last_run or old  # said against what the executed copy rests on, where known
+        if before_text is not None and (paths.layout(profile, root).notebooks / f"{nb}.ipynb").exists():
             try:
-                before = _flat(json.loads(old.split("\n", 1)[1]))
+                before = _flat(json.loads(before_text.split("\n", 1)[1]))
             except (ValueError, IndexError):
                 before = {}
             after = _flat(fp)
@@ -331,6 +347,8 @@ def _run_command(args) -> int:
     except (ValueError, KeyError, llm.LLMError) as exc:
         print(f"{args.notebook} [{args.profile}]: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
+    fp = fingerprint_path(args.profile, args.notebook)
+    rests_on, dated = fp.read_text(), fp.stat().st_mtime_ns
     started = time.time()
     try:
         s = run_notebook(args.notebook, args.profile, quiet=quiet)
@@ -357,6 +375,9 @@ def _run_command(args) -> int:
               + (f"; the kernel's log: {log.relative_to(lay.root)}" if quiet and log else ""),
               file=sys.stderr)
         return 1
+    ran = ran_path(fp)
+    ran.write_text(rests_on)
+    os.utime(ran, ns=(dated, dated))
     print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
           f"({s['recorded_calls']} recorded, {s['cached_calls'] - s['recorded_calls']} cached, "
           f"{s['live_calls']} live), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
