@@ -165,7 +165,7 @@ def write_fingerprints(profile: str, notebooks: list[str] | None = None,
         if old == text:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two makes of one profile: no shared name
         tmp.write_text(text)
         ran = ran_path(path)
         last_run = ran.read_text() if ran.is_file() else None
