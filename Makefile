@@ -100,7 +100,10 @@ MEMOS_LOCK := requirements-memos.lock
 # answered from it first, so its tables come out the same on every machine; LIVE=1 asks the model
 # again. A run that replays needs no llama-server up front: the first request missing from the
 # recording builds it (memlife.serve), so the six-minute build is paid only when it is used.
-RECORDING := $(shell sed -n 's/^recorded_replies: *\([^ #]*\).*/\1/p' $(PROFILE_FILE) 2>/dev/null)
+# The profile as resolved (a profile that extends another inherits its recording); before the
+# environment exists, the profile file's own line.
+RECORDING := $(shell $(PY) -m memlife.config get $(PROFILE) recorded_replies 2>/dev/null \
+  || sed -n 's/^recorded_replies: *\([^ #]*\).*/\1/p' $(PROFILE_FILE) 2>/dev/null)
 ifeq ($(LIVE),1)
   export MEMLIFE_REPLIES := off
   RUN_ENV := env-live
@@ -207,7 +210,16 @@ $(MEMOS_STAMP): $(MEMOS_LOCK)
 configs/%.yaml:
 	@echo "PROFILE=$*: there is no configs/$*.yaml; the profiles here: $(basename $(notdir $(wildcard configs/*.yaml)))" >&2; exit 2
 
-$(RUN_DIR)/notebooks/%.ipynb: notebooks/%.ipynb $(PROFILE_FILE) $(LIB) | $(RUN_ENV)
+# A notebook runs again when its fingerprint changes: its parameters after inheritance, the
+# models of the roles it calls, the recording it replays (memlife.runner fingerprint). Each is
+# rewritten only when it changes, before make compares times; `+` runs that even under make -n,
+# so a dry run lists what a run would redo.
+FINGERPRINTS := $(NOTEBOOKS:notebooks/%.ipynb=$(RUN_DIR)/fingerprints/%.txt)
+$(FINGERPRINTS) &: FORCE $(PROFILE_FILE) | $(ENV_STAMP)
+	+@if command -v $(PY) >/dev/null; then $(PY) -m memlife.runner fingerprint --profile $(PROFILE); fi
+FORCE:
+
+$(RUN_DIR)/notebooks/%.ipynb: notebooks/%.ipynb $(RUN_DIR)/fingerprints/%.txt $(LIB) | $(RUN_ENV)
 	@echo "== [$(PROFILE)] $*"
 	@$(PY) -m memlife.runner $* --profile $(PROFILE)
 

@@ -3,7 +3,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import yaml
+
+from memlife import config
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("rehearse", ROOT / "tools" / "rehearse.py")
@@ -12,7 +13,7 @@ _spec.loader.exec_module(rehearse)
 
 
 def paper() -> dict:
-    return yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
+    return config.load_profile("paper", ROOT)
 
 
 def test_a_fraction_of_the_paper_profile_scales_items_and_keeps_every_per_item_size():
@@ -23,7 +24,8 @@ def test_a_fraction_of_the_paper_profile_scales_items_and_keeps_every_per_item_s
     assert nbs["12_memops_eval"]["max_instances"] == 5
     assert nbs["20_longmem_data"]["n_questions"] == 5  # ceil(470 / 100)
     assert nbs["22_read_restore"]["judge_audit_items"] == 4  # ceil(396 / 100)
-    assert {nbs[n]["source"] for n in ("20_longmem_data", "21_eviction", "22_read_restore")} == {"auto"}
+    assert nbs["20_longmem_data"]["source"] == "auto"  # 21 and 22 read 20's (config.LINKED)
+    assert not {"source", "history_tokens"} & set(nbs["21_eviction"]) | {"source"} & set(nbs["22_read_restore"])
     for nb, key in [("10_memops_build", "n_topics"), ("10_memops_build", "longctx_tokens"),
                     ("20_longmem_data", "history_tokens"), ("21_eviction", "budgets"), ("21_eviction", "seeds"),
                     ("22_read_restore", "k"), ("22_read_restore", "restore_cap"),

@@ -37,7 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from memlife import estimate, paths  # noqa: E402
+from memlife import config, estimate, paths  # noqa: E402
 
 # What a fraction scales: the number of items each notebook works through. Everything per item stays.
 CONTROLS = ("14_memops_controls", "25_restore_controls")
@@ -90,7 +90,7 @@ def rehearsal_root(profile: str, fraction: float, without: tuple[str, ...] = ())
         if src.exists():
             (base / rel).parent.mkdir(parents=True, exist_ok=True)
             (base / rel).symlink_to(src.resolve(), target_is_directory=src.is_dir())
-    cfg = yaml.safe_load((ROOT / "configs" / f"{profile}.yaml").read_text())
+    cfg = config.load_profile(profile, ROOT)  # resolved: a profile that extends another is whole here
     scaled, changes = scale_profile(cfg, fraction, without=without)
     (base / "configs" / f"{profile}.yaml").write_text(
         f"# {profile} at fraction {fraction} for a dress rehearsal (tools/rehearse.py)\n"

@@ -33,11 +33,13 @@ import os
 import sys
 from pathlib import Path
 
-from . import paths
+from . import config, paths
 
-# The notebooks that call a model, in an order that respects the DAG (20 makes the data 21 reads).
-# 00_backend's handful of calls check the backend and its cache, which an estimate never fills.
-CALLING = ("10_memops_build", "12_memops_eval", "20_longmem_data", "21_eviction", "22_read_restore")
+# The notebooks that call a model (config.NOTEBOOK_ROLES) and those whose outputs they read (20
+# makes the data 21 reads), in an order that respects the DAG: an upstream notebook's number is
+# lower. 00_backend's handful of calls check the backend and its cache, which an estimate never fills.
+CALLING = tuple(sorted({nb for calling in config.NOTEBOOK_ROLES if calling != "00_backend"
+                        for nb in (calling, *config.upstream(calling))}))
 # What a notebook reads from the project itself rather than from an earlier notebook.
 # MemOS's own environment is found under the project root (memops.systems.memos_python): without
 # it the scratch run would skip MemOS and count none of its calls.
@@ -118,7 +120,7 @@ def temp_lora_cost(profile: str, roots: list[Path], *, root: Path | None = None,
     their tokens (the embedded model's), gradient steps (chunks x epochs) and estimated hours, and
     whether the profile runs it there (`temp_lora_settings`). None when notebook 12 does not run
     Temp-LoRA. The dataset is read from the first of `roots` that has it."""
-    from . import config, tokens
+    from . import tokens
     from .memops import evaluate, systems
     from .memops.schema import load_instances
 

@@ -2,6 +2,7 @@
 
     python -m memlife.runner 20_longmem_data --profile quick
     python -m memlife.runner summary --profile quick     # what `make reproduce` prints at the end
+    python -m memlife.runner fingerprint --profile quick # what each notebook's numbers rest on
 
 writes results/quick/notebooks/20_longmem_data.ipynb (the executed copy) and
 results/quick/usage/20_longmem_data.json (calls, cached_calls, recorded_calls, live_calls, tokens,
@@ -16,6 +17,13 @@ One run of a notebook per profile at a time: a second is refused, naming the pro
 results/<profile>/logs/NAME.lock (two would pay for every request twice and delete each other's
 calls log). A failed or interrupted run leaves no usage summary, not even an earlier run's.
 
+What a notebook's numbers rest on besides the code — its parameters after inheritance, the
+model settings of every role it calls (base URL, model, structured output, sampling; never a
+key) and the SHA-256 of the recording it replays — is its fingerprint,
+results/<profile>/fingerprints/NAME.txt, rewritten only when it changes: make runs a notebook
+again when its fingerprint is newer than its executed copy, so pointing a role at another model
+reruns exactly the notebooks that call it (and, through the DAG, those that read them).
+
 From the command line the terminal shows one live line per notebook (its progress, model calls,
 an ETA; `memlife.progress`) and whatever the project itself has to say; everything else the kernel,
 its libraries and its subprocesses print or log goes to results/<profile>/logs/NAME.log.
@@ -25,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -63,6 +73,117 @@ def check_paper_profile(profile: str, notebook: str | None = None) -> None:
                 unknown.append(str(exc))
     if unknown:  # before the first paid call, not after hours of them
         raise SystemExit("; ".join(unknown))
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+# A query parameter whose name says it holds a credential (Azure's api-key, a signed URL's sig).
+_CREDENTIAL = re.compile(r"key|token|secret|sig|pass|auth", re.I)
+
+
+def _public_url(url: str) -> str:
+    """A base URL as it may be written down: without a user and password, and without the query
+    parameters that carry a credential; the rest of the query (an api-version) stays, as it
+    changes what the endpoint answers."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _CREDENTIAL.search(k)]
+    return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}" + (f"?{urlencode(query)}" if query else "")
+
+
+def endpoint_fingerprint(ep: llm.Endpoint) -> dict:
+    """What of an endpoint changes its replies: where it is, the model, structured output and how
+    sampling and the token budget are sent. Not the key, timeouts, retries, concurrency, prices or
+    rate limits, which change when and at what cost a reply comes, not what it says."""
+    out = {"model": ep.model, "structured_output": ep.structured_output, "token_param": ep.token_param,
+           "send_temperature": ep.send_temperature, "send_seed": ep.send_seed,
+           "reasoning_tokens": ep.reasoning_tokens, "context_window": ep.context_window}
+    out["base_url"] = "embedded" if ep.is_embedded else _public_url(ep.base_url)
+    if ep.extra_body:
+        out["extra_body_sha256"] = hashlib.sha256(ep.extra_body.encode()).hexdigest()[:16]
+    return out
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def fingerprint(profile: str, notebook: str, root: Path | None = None) -> dict:
+    """What `notebook`'s numbers rest on at `profile`, besides the code: its parameters (the profile
+    resolved: inheritance, common, linked parameters) and, for a notebook that calls a model
+    (config.NOTEBOOK_ROLES), each role's endpoint and the recording it replays (its SHA-256, or
+    null when replay is off)."""
+    out: dict = {"parameters": config.notebook_params(profile, notebook, root)}
+    roles = config.roles_called(notebook)
+    if roles:
+        llm.configure(profile, track=config.track_of(notebook))
+        out["models"] = {r: endpoint_fingerprint(llm.endpoint_for(r)) for r in roles}
+        recording = replies.active_path()
+        out["recording_sha256"] = None if recording is None else (_sha256(recording) or f"missing: {recording}")
+    return out
+
+
+def _flat(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict) and value:
+        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def fingerprint_path(profile: str, notebook: str, root: Path | None = None) -> Path:
+    return paths.layout(profile, root).run / "fingerprints" / f"{notebook}.txt"
+
+
+def ran_path(fingerprint_file: Path) -> Path:
+    """The fingerprint the executed copy was made with, dated as it was then (written by a run)."""
+    return fingerprint_file.with_suffix(".ran")
+
+
+def write_fingerprints(profile: str, notebooks: list[str] | None = None,
+                       root: Path | None = None) -> dict[str, list[str]]:
+    """Each notebook's fingerprint file, rewritten only where its content changed (make compares
+    its time with the executed copy's). Content that is again what the executed copy was made
+    with takes back that run's date: `make -n` with another model rewrites the fingerprints (so
+    that it can list what a run would redo), and without it they would otherwise stay newer than
+    the executed copies they describe. Returns, per notebook with an executed copy whose
+    fingerprint changed, the settings that differ from its run's (else from the last written)."""
+    root = Path(root) if root else paths.repo_root()
+    names = notebooks or sorted(p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    changed: dict[str, list[str]] = {}
+    for nb in names:
+        fp = fingerprint(profile, nb, root)
+        text = (f"# What {nb}'s numbers rest on at profile {profile}, besides the code "
+                f"(python -m memlife.runner fingerprint); make runs it again when this changes.\n"
+                + json.dumps(fp, indent=1, sort_keys=True) + "\n")
+        path = fingerprint_path(profile, nb, root)
+        old = path.read_text() if path.is_file() else None
+        if old == text:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two makes of one profile: no shared name
+        tmp.write_text(text)
+        ran = ran_path(path)
+        last_run = ran.read_text() if ran.is_file() else None
+        if last_run == text:
+            when = ran.stat().st_mtime_ns
+            os.utime(tmp, ns=(when, when))
+            tmp.replace(path)
+            continue
+        tmp.replace(path)
+        before_text = last_run or old  # said against what the executed copy rests on, where known
+        if before_text is not None and (paths.layout(profile, root).notebooks / f"{nb}.ipynb").exists():
+            try:
+                before = _flat(json.loads(before_text.split("\n", 1)[1]))
+            except (ValueError, IndexError):
+                before = {}
+            after = _flat(fp)
+            changed[nb] = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    return changed
 
 
 def verbose() -> bool:
@@ -220,6 +341,14 @@ def _run_command(args) -> int:
     except ValueError as exc:  # said once, here, not again from the failure report below
         print(f"{args.notebook}: {exc}", file=sys.stderr)
         return 2
+    try:
+        # Run by hand rather than by make: the fingerprint still says what this run rests on.
+        write_fingerprints(args.profile, [args.notebook])
+    except (ValueError, KeyError, llm.LLMError) as exc:
+        print(f"{args.notebook} [{args.profile}]: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
+    fp = fingerprint_path(args.profile, args.notebook)
+    rests_on, dated = fp.read_text(), fp.stat().st_mtime_ns
     started = time.time()
     try:
         s = run_notebook(args.notebook, args.profile, quiet=quiet)
@@ -246,6 +375,9 @@ def _run_command(args) -> int:
               + (f"; the kernel's log: {log.relative_to(lay.root)}" if quiet and log else ""),
               file=sys.stderr)
         return 1
+    ran = ran_path(fp)
+    ran.write_text(rests_on)
+    os.utime(ran, ns=(dated, dated))
     print(f"{args.notebook} [{args.profile}] {s['wall_s']:.0f} s: {s['calls']} calls "
           f"({s['recorded_calls']} recorded, {s['cached_calls'] - s['recorded_calls']} cached, "
           f"{s['live_calls']} live), {s['prompt_tokens']}+{s['completion_tokens']} tokens, "
@@ -258,6 +390,28 @@ def _run_command(args) -> int:
         print(f"  {s['live_calls']} requests were not in the recorded replies ({recording}) and were "
               f"answered by the model here: numbers resting on them may differ from the recording's")
     return 0
+
+
+def _models_of(usage: dict) -> list[str]:
+    return [f"{role} {', '.join(r['models'])}" for role, r in sorted((usage.get("by_role") or {}).items())]
+
+
+def models_behind(rows: list[dict], lay: paths.Layout) -> list[str]:
+    """Per notebook that wrote tables or figures, the models whose replies they rest on: its own
+    calls' and, through config.UPSTREAM, those of the notebooks whose outputs it reads (their last
+    run's usage summaries)."""
+    lines = []
+    for s in rows:
+        if not s.get("outputs"):
+            continue
+        parts = _models_of(s)
+        for up in config.upstream(s["notebook"]):
+            p = lay.usage / f"{up}.json"
+            theirs = _models_of(json.loads(p.read_text())) if p.is_file() else ["(no usage summary)"]
+            if theirs:
+                parts.append(f"{'; '.join(theirs)} (through {up})")
+        lines.append(f"models behind {s['notebook']}'s tables and figures: {'; '.join(parts) or 'none (model-free)'}")
+    return lines
 
 
 def summary(profile: str, root: Path | None = None, *, since: float | None = None) -> str:
@@ -294,6 +448,7 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
             written.setdefault(folder + "/", set()).add(file)
     for folder, files in sorted(written.items()):
         lines.append(f"written to {folder} ({len(files)}): " + ", ".join(sorted(files)))
+    lines += models_behind(rows, lay)
     flagged = [s for s in rows if s.get("notices")]
     for s in flagged:
         for message in s["notices"]:
@@ -310,6 +465,20 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["fingerprint"]:
+        ap = argparse.ArgumentParser(prog="python -m memlife.runner fingerprint",
+                                     description="Write results/<profile>/fingerprints/NAME.txt where it changed.")
+        ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
+        ap.add_argument("--notebook", action="append", help="only this notebook (repeatable); default: all")
+        args = ap.parse_args(argv[1:])
+        try:
+            changed = write_fingerprints(args.profile, args.notebook)
+        except (ValueError, KeyError, llm.LLMError) as exc:  # a profile or endpoint setting to fix first
+            print(f"[{args.profile}] {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+            return 2
+        for nb, keys in changed.items():
+            print(f"== [{args.profile}] {nb} rests on changed settings: {', '.join(keys) or 'its fingerprint'}")
+        return 0
     if argv[:1] == ["summary"]:
         ap = argparse.ArgumentParser(prog="python -m memlife.runner summary")
         ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
