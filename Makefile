@@ -7,6 +7,7 @@
 #   make export-replies       record the last run's replies (results/replies/$(PROFILE).jsonl.gz)
 #   make estimate PROFILE=paper   what a run would send and cost, before sending anything
 #   make smoke                every notebook at the smoke profile (what CI and nbval run)
+#   make smoke-recording      the smoke run's replies recorded again (what nbval answers from)
 #   make test                 unit + integration tests, then nbval over the notebooks
 #   make bench                benchmarks that print figures
 #   make -j2 reproduce        independent notebooks in parallel; prerequisites respected
@@ -120,7 +121,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-live env-replay llama-server memos-env lock lint publish export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -292,8 +293,22 @@ lint: env
 test-unit: env
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
+# nbval answers every model call from the committed smoke recording, and replay mode makes a call
+# the recording lacks an error: the notebooks under test make no live call (re-record after a
+# change to what a notebook asks: make smoke-recording). The live path is tested by tests/test_serve*.py.
+SMOKE_RECORDING := results/replies/smoke.jsonl.gz
+# Its own empty cache, so that this machine's cached replies answer nothing a fresh machine's cannot.
+NBVAL_CACHE := $(CURDIR)/.cache/nbval
 test-notebooks: env
-	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax notebooks/
+	rm -rf $(NBVAL_CACHE)
+	MEMLIFE_REPLIES=$(CURDIR)/$(SMOKE_RECORDING) MEMLIFE_LLM_MODE=replay MEMLIFE_CACHE_DIR=$(NBVAL_CACHE) \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax notebooks/
+
+# The smoke recording, made again from a whole live smoke run (every notebook, nothing resumed).
+smoke-recording:
+	@rm -rf results/smoke data/smoke
+	@$(MAKE) --no-print-directory reproduce PROFILE=smoke LIVE=1
+	@$(PY) -m memlife.replies export --profile smoke
 
 bench: env
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
