@@ -1,8 +1,9 @@
 """The papers' text that the paper-reference tests check against: vendored excerpts, pinned.
 
-The full texts are not part of the repository (they sit in ../shared/papers/ beside a checkout that
-has them). tests/data/papers/<paper>.excerpt.txt holds, copied verbatim, only the lines of a paper
-that the tests read, under a header of lines starting with "# " that says where they come from.
+The full texts are not part of the repository; where a copy sits in a `shared/papers/` directory
+inside or beside the checkout, the tests also check the excerpts against it.
+tests/data/papers/<paper>.excerpt.txt holds, copied verbatim, only the lines of a paper that the
+tests read, under a header of lines starting with "# " that says where they come from.
 A test pins its excerpt's bytes by SHA-256, so neither the excerpt nor a transcription checked
 against it can change unnoticed, and the tests run the same on a fresh clone.
 """

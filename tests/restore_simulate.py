@@ -47,7 +47,7 @@ def simulate_records(
     judge_flip: float = 0.05,
     rng_seed: int = 0,
 ) -> pd.DataFrame:
-    """Synthetic records in the DESIGN.md contract (plus the ablation arms when asked).
+    """Synthetic records in the restore record contract (docs/design.md) (plus the ablation arms when asked).
 
     Later readers are stronger (fewer residual errors); later judges disagree with the first on a
     `judge_flip` share of labels. A forced-gold question whose gold all survived gets the same

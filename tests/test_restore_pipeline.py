@@ -2,7 +2,7 @@
 offline LongMemEval-format builder -> units -> eviction (every policy, the control included) ->
 ranking and injection -> reads -> records -> decomposition -> R3.
 
-The evidence-oracle is the reference subject of DESIGN.md (memlife.restore.subjects); the fickle
+The evidence-oracle is the reference subject of docs/design.md (memlife.restore.subjects); the fickle
 reader is a test reader built on it. Each answers from the prompt the pipeline built, so the
 identities below hold only if the contexts are the paper's.
 """

@@ -1,5 +1,5 @@
 """Reference subjects: names and labels, the seeded draw, planted rates and their coverage, and the
-MemOps subjects through the model-free memory systems (DESIGN.md "Reference subjects")."""
+MemOps subjects through the model-free memory systems (docs/design.md, "Reference subjects")."""
 import os
 import subprocess
 import sys

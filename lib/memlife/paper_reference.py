@@ -13,7 +13,7 @@ paper prints them in `results/paper_reference/memops_table{3,4,5}.csv`, which on
 `memops_table` reads; every other value is a constant here. Nothing else restates any of them.
 tests/test_memops_paper_reference.py and tests/test_paper_reference.py check every value against
 the papers' text — excerpts in tests/data/papers/, pinned by SHA-256 and checked line by line
-against the full texts in ../shared/papers/ wherever those sit beside the repository — so a typo
+against the full texts wherever a copy sits beside the repository (tests/paper_text.py) — so a typo
 cannot silently become "the paper's value".
 
 The MemOps paper reads with GPT-4.1-mini and frontier models judged by GPT-4o; the restore paper

@@ -57,7 +57,23 @@ def save_figure(fig: plt.Figure, name: str, directory: Path, *, dpi: int = 150) 
     fig.savefig(png, dpi=dpi, bbox_inches="tight", metadata=_PNG_META)
     fig.savefig(directory / f"{name}.pdf", bbox_inches="tight", metadata=_PDF_META)
     progress.record_output(png)
+    _show_inline(png)
     return png
+
+
+def _show_inline(png: Path) -> None:
+    """In a notebook's kernel, show the saved PNG in the cell's output, so that the executed
+    notebooks (and their committed copies, `memlife.executed`) carry every figure; elsewhere, nothing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return
+    from IPython.display import Image, display
+
+    display(Image(data=png.read_bytes(), format="png"))
 
 
 # ----------------------------------------------------------------------------- the committed outputs
@@ -101,12 +117,18 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m memlife.report")
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("publish", help="a profile's tables and figures become the committed ones")
+    p = sub.add_parser("publish", help="a profile's tables, figures and executed notebooks become the committed ones")
     p.add_argument("--profile", default=None, help="default: the committed profile (quick)")
     args = ap.parse_args(argv)
     from . import paths
 
-    for folder, files in publish(args.profile or paths.COMMITTED_PROFILE).items():
+    from . import executed
+
+    profile = args.profile or paths.COMMITTED_PROFILE
+    changed = publish(profile)
+    lay = paths.layout(profile)
+    changed["/".join(executed.FOLDER)] = executed.publish(lay.notebooks, lay.root)
+    for folder, files in changed.items():
         print(f"== published {folder}/: " + (f"{len(files)} changed: {', '.join(files)}" if files else "unchanged"))
     return 0
 

@@ -1,4 +1,4 @@
-"""Reference subjects: model-free readers whose right answer is known (DESIGN.md "Reference subjects").
+"""Reference subjects: model-free readers whose right answer is known (docs/design.md, "Reference subjects").
 
 What both tracks share lives here: the names and how they are labelled, the seeded per-item draw,
 the planted-noise parameters, and the coverage check of planted rates. What a subject replies is

@@ -1,4 +1,4 @@
-"""The MemOps instance format (DESIGN.md "Data contracts"), as typed and validated models.
+"""The MemOps instance format (docs/design.md, "Data contracts"), as typed and validated models.
 
 One instance = one evidence conversation of one topic and one operation type, with its gold
 operation trace, its probes and its long-context embedding. Indexing is 0-based everywhere:

@@ -1,5 +1,5 @@
 """MemOps reference subjects: what each one replies to a probe, from the context a memory system
-handed its reader (DESIGN.md "Reference subjects"; names, draws and noise in `memlife.subjects`).
+handed its reader (docs/design.md, "Reference subjects"; names, draws and noise in `memlife.subjects`).
 
 The seam is the reader. Every memory system builds its context and calls `Reader.read(lines,
 question, retrieved)`; `SubjectReader` is a Reader whose `read` fits the lines to the window with

@@ -2,7 +2,7 @@
 
 `build_grid` runs notebooks 20–22's code path up to the reads — builder, units, every model-free
 eviction policy, ranking, injection, both regimes, restore and ablation arms — and `read` reads
-it with a reference subject (`memlife.restore.subjects`) into records in the DESIGN.md contract.
+it with a reference subject (`memlife.restore.subjects`) into records in the restore record contract (docs/design.md).
 From there:
 
 * `evidence_oracle_expected` — what the evidence-oracle's decomposition must be, counted from the

@@ -1,6 +1,6 @@
 """The restore-counterfactual decomposition of oracle-answerable errors (paper Section 3).
 
-Input: per-question restore records in the DESIGN.md contract, one row per question x cell x arm.
+Input: per-question restore records in the restore record contract (docs/design.md), one row per question x cell x arm.
 A cell is policy x budget x regime x reader x judge; seed replicates of a question are pooled
 within a cell, so each (question, seed) is one observation.
 
@@ -31,7 +31,7 @@ CONTRACT_COLUMNS = (
 CELL = ("policy", "budget", "regime", "reader", "judge")
 OBSERVATION_KEY = (*CELL, "question_id", "seed")
 CORE_ARMS = ("policy", "restore", "clean_gold")
-# Restore-tightness ablation arms (Appendix C), beyond the DESIGN.md contract's three arms: the
+# Restore-tightness ablation arms (Appendix C), beyond the record contract's three arms: the
 # same question x cell x seed keys as the policy arm, read with only the surviving gold restored
 # ("restore_surviving") or with non-gold snippets placed where the gold used to sit ("placebo").
 ABLATION_ARMS = ("restore_surviving", "placebo")

@@ -11,7 +11,7 @@ Readers are picked by name (:data:`READERS`): ``llm`` is the profile's ``reader`
 embedded model unless an endpoint is configured). A reader is any object with a ``model``
 attribute (the name the records' ``reader`` column carries) and
 ``complete_many(requests, desc=...)`` returning objects with ``.text`` in request order, each
-request holding the reader prompt's ``messages``. The reference subjects of DESIGN.md (``gold``,
+request holding the reader prompt's ``messages``. The reference subjects of docs/design.md (``gold``,
 ``evidence-oracle``, ``noisy-oracle``; :mod:`memlife.restore.subjects`) are further entries of
 :data:`READERS`: no model reads, and the records' ``reader`` is the subject's label
 ("gold (reference)"). The importance policy still asks the ``scorer`` role for its scores.
@@ -208,7 +208,7 @@ def read_and_judge(reads: Sequence[arms.Read], plan: arms.ReadPlan, questions: S
     """Notebook 22's reading cell: read every distinct prompt, grade with the deterministic
     scorer and, when a capable judge endpoint is configured, the paper's LLM judge; then the
     judge audit when ``judge_audit_items`` > 0 and :func:`memlife.llm.judge_audit_unavailable`
-    has no objection (the embedded model never judges). Records in the DESIGN.md contract."""
+    has no objection (the embedded model never judges). Records in the restore record contract (docs/design.md)."""
     by_id = {q.question_id: q for q in questions}
     answers = arms.read_all(plan, reader, max_tokens=reader_max_tokens)
     judge_replies = judge_model = None

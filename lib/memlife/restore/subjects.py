@@ -1,4 +1,4 @@
-"""Restore-audit reference subjects: what each one answers to a reader prompt (DESIGN.md
+"""Restore-audit reference subjects: what each one answers to a reader prompt (docs/design.md,
 "Reference subjects"; names, draws and noise in `memlife.subjects`).
 
 A subject stands where the model reader stands: the pipeline builds every prompt (Appendix D's

@@ -1,0 +1,117 @@
+"""The committed executed notebooks: stable across replays, figures inline, an index that links them."""
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from memlife import executed
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+
+
+def _run(root: Path, seconds: float, stamp: str) -> nbformat.NotebookNode:
+    """An executed notebook as papermill leaves it, with this run's timings."""
+    import base64
+
+    code = new_code_cell("save_figure(fig, 'f', out)", execution_count=3,
+                         metadata={"tags": ["figure"], "execution": {"iopub.status.busy": stamp},
+                                   "papermill": {"duration": seconds}})
+    code.outputs = [
+        new_output("stream", name="stderr", text=f"UserWarning at {root}/lib/x.py: slow ({seconds} s)\n"),
+        new_output("stream", name="stdout", text=f"wrote {root}/results/quick/tables/t.csv\n"),
+        new_output("display_data", data={"image/png": base64.b64encode(PNG).decode(), "text/plain": "<Image>"}),
+        new_output("execute_result", data={"text/plain": f"PosixPath('{root}/results/quick/figures/f.png')"},
+                   execution_count=3),
+    ]
+    code.id = "figure-cell"  # papermill keeps the source notebook's cell ids
+    head = new_markdown_cell("# 99 A notebook\n\nWhat it shows.")
+    head.id = "intro"
+    nb = new_notebook(cells=[head, code],
+                      metadata={"papermill": {"duration": seconds, "start_time": stamp, "input_path": str(root)}})
+    return nb
+
+
+def test_normalize_takes_out_what_a_replay_changes_and_keeps_what_the_run_showed(tmp_path):
+    a = executed.normalize(_run(tmp_path, 1.5, "2026-12-03T01:00:00"), tmp_path)
+    b = executed.normalize(_run(tmp_path, 9.25, "2026-12-04T07:30:00"), tmp_path)
+    assert nbformat.writes(a) == nbformat.writes(b)
+    assert "papermill" not in a.metadata
+    (cell,) = [c for c in a.cells if c.cell_type == "code"]
+    assert cell.metadata == {"tags": ["figure"]} and cell.execution_count is None
+    kinds = [o.output_type for o in cell.outputs]
+    assert kinds == ["stream", "display_data", "execute_result"]  # stderr gone, the rest kept in order
+    assert cell.outputs[0].text == "wrote results/quick/tables/t.csv\n"
+    assert cell.outputs[1].data["image/png"]
+    assert cell.outputs[2].data["text/plain"] == "PosixPath('results/quick/figures/f.png')"
+    assert str(tmp_path) not in nbformat.writes(a)
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.links.append(dict(attrs)["href"])
+
+
+def test_publish_writes_each_notebook_its_html_and_an_index_that_links_them_and_a_replay_changes_nothing(tmp_path):
+    run = tmp_path / "results" / "quick" / "notebooks"
+    run.mkdir(parents=True)
+    for name in ("10_first", "20_second"):
+        nbformat.write(_run(tmp_path, 2.0, "2026-12-03T01:00:00"), run / f"{name}.ipynb")
+    (run / "20_second.FAILED.ipynb").write_text("{}")  # not an executed notebook: never published
+    changed = executed.publish(run, tmp_path)
+    dest = tmp_path / "results" / "notebooks"
+    assert sorted(changed) == sorted(p.name for p in dest.iterdir()) == [
+        "10_first.html", "10_first.ipynb", "20_second.html", "20_second.ipynb", "index.html"]
+
+    parser = _Links()
+    parser.feed((dest / "index.html").read_text())
+    assert parser.links == ["10_first.html", "10_first.ipynb", "20_second.html", "20_second.ipynb"]
+    assert all((dest / link).is_file() for link in parser.links)
+    assert "99 A notebook" in (dest / "index.html").read_text()
+    page = (dest / "10_first.html").read_text()
+    assert "data:image/png;base64," in page and str(tmp_path) not in page
+    assert executed.inline_images(dest / "10_first.ipynb") == 1
+
+    # The same run replayed later: other timings, same outputs: nothing changes.
+    for name in ("10_first", "20_second"):
+        nbformat.write(_run(tmp_path, 7.0, "2026-12-09T11:11:11"), run / f"{name}.ipynb")
+    assert executed.publish(run, tmp_path) == []
+    # A notebook the run no longer has is removed, with its page and its index line.
+    (run / "20_second.ipynb").unlink()
+    assert sorted(executed.publish(run, tmp_path)) == [
+        "20_second.html (removed)", "20_second.ipynb (removed)", "index.html"]
+
+
+@pytest.mark.slow
+def test_save_figure_shows_the_figure_in_the_cell_output_of_a_kernel(tmp_path):
+    from nbclient import NotebookClient
+
+    nb = new_notebook(cells=[new_code_cell(
+        "import matplotlib.pyplot as plt\nfrom memlife import report\n"
+        "fig, ax = plt.subplots()\nax.plot([0, 1], [1, 0])\n"
+        f"png = report.save_figure(fig, 'f', {str(tmp_path)!r})")])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    images = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    import base64
+    assert base64.b64decode(images[0].data["image/png"]) == (tmp_path / "f.png").read_bytes()
+
+
+def test_the_committed_executed_notebooks_show_every_figure_their_sources_save():
+    dest = ROOT.joinpath(*executed.FOLDER)
+    if not (dest / "index.html").is_file():
+        pytest.skip("results/notebooks/ is written by the next `make publish`")
+    sources = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for source in sources:
+        copy = dest / source.name
+        assert copy.is_file(), f"{copy}: missing; run make publish"
+        assert executed.inline_images(copy) >= executed.figure_calls(source), copy
+        assert (dest / f"{source.stem}.html").is_file()
