@@ -28,13 +28,21 @@ def _scores(us):
     return {u.text: float(len(u.text) % 10 + 1) for u in us}
 
 
-def test_the_policy_vocabulary_is_one_set_of_names():
-    # The names records carry: renaming one would orphan every committed record and replay.
+def test_the_papers_policies_are_registered_under_their_names():
+    # The names records carry: renaming one would orphan every committed record and replay. Other
+    # policies may be registered beside them (docs/extending.md); the paper's set stays this.
     assert evict.POLICIES == ("fifo", "random", "redundancy", "importance", "no_evict", "control")
+    registered = evict.registered_policies()
+    assert list(registered)[:6] == list(evict.POLICIES)
+    assert all(registered[p].builtin and registered[p].name == p for p in evict.POLICIES)
+    # the named parts of the paper's set are what the declarations say
     assert evict.BASELINE_POLICIES == evict.POLICIES[:4]
     assert set(evict.DETERMINISTIC_POLICIES) == set(evict.POLICIES) - set(evict.SEEDED_POLICIES)
     assert evict.DETERMINISTIC_POLICIES == ("fifo", "redundancy", "importance", "no_evict")  # paper order
     assert evict.MODEL_FREE_POLICIES == ("fifo", "random", "redundancy", "no_evict", "control")
+    assert registered["no_evict"].role == evict.REFERENCE and registered["control"].role == evict.CONTROL_ROLE
+    with pytest.raises(ValueError, match=r"unknown policy 'lifo' \(did you mean fifo\?\)"):
+        evict.evict([], "lifo", 10)
 
 
 @settings(max_examples=60, deadline=None)

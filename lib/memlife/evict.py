@@ -26,6 +26,12 @@ A unit larger than the whole budget is therefore evicted on arrival. Policies:
   because of the cap on the few old, likely-evicted gold units. The room freed is refilled
   with the most recently evicted non-gold units that fit. It uses the gold labels, which is
   what makes it a control and not a policy.
+
+Each is a :class:`PolicySpec` in a registry (:func:`registered_policies`) that declares what the
+policy needs (a seed, the LLM importance scores, the TF-IDF similarity) and its role (evicting,
+reference, control); the grid, the controls and notebook 23's family of tests follow from the
+declarations. A policy of one's own is a spec (or a plain function) in one's own module, named
+"module:function" in a profile's ``policies`` (:func:`resolve_policies`; docs/extending.md).
 """
 from __future__ import annotations
 
@@ -49,15 +55,6 @@ REDUNDANCY = "redundancy"
 IMPORTANCE = "importance"
 NO_EVICT = "no_evict"
 CONTROL = "control"  # the paper's "deliberately destructive control"
-BASELINE_POLICIES = (FIFO, RANDOM, REDUNDANCY, IMPORTANCE)  # the evicting policies
-POLICIES = (*BASELINE_POLICIES, NO_EVICT, CONTROL)  # paper order
-# Policies whose outcome depends on the seed; the others run at the first seed only (the paper:
-# "deterministic policies use seed 0").
-SEEDED_POLICIES = (RANDOM, CONTROL)
-DETERMINISTIC_POLICIES = tuple(p for p in POLICIES if p not in SEEDED_POLICIES)
-# LLM-importance asks the scorer for a score per distinct unit text: a model call each. Every
-# other policy needs no model (notebook 25's reference runs use those).
-MODEL_FREE_POLICIES = tuple(p for p in POLICIES if p != IMPORTANCE)
 CONTROL_MULTIPLIER = 3.0
 
 
@@ -240,38 +237,198 @@ def _control(units: Sequence[Unit], budget: int, rng: random.Random, base_evicte
     return [i for i in evicted if i in evicted_set]
 
 
-def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0, *,
+# ---------------------------------------------------------------------------------------------
+# The policy registry
+# ---------------------------------------------------------------------------------------------
+# A policy's role decides where the analyses put it: an evicting policy is one of the cells the
+# restore decomposition tests (notebook 23's Holm family); the reference keeps everything and
+# ignores the budget; a control may use the gold labels, which is what makes it a control.
+EVICTING, REFERENCE, CONTROL_ROLE = "evicting", "reference", "control"
+ROLES = (EVICTING, REFERENCE, CONTROL_ROLE)
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy may read besides the units and the budget."""
+
+    seed: int
+    question_id: str
+    importance: Mapping[str, float] | None = None  # unit text -> LLM importance score (needs_model)
+    similarity: np.ndarray | None = None  # tfidf_similarity(units), when precomputed (uses_similarity)
+    control_mix: float | None = None  # the destructive control's λ
+
+    def rng(self, policy: str) -> random.Random:
+        """A generator for a seeded policy: depends on (seed, question, policy) only."""
+        return policy_rng(self.seed, self.question_id, policy)
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """An eviction policy and what it needs. ``fn(units, budget, ctx)`` returns the indices of
+    the units it evicts, in eviction order (:func:`stream` and :func:`by_priority` build that
+    from a victim rule); ``ctx`` is a :class:`PolicyContext`.
+
+    ``seeded``: its outcome depends on the seed, so it runs at every seed (the others at the
+    first only: the paper's "deterministic policies use seed 0"). ``needs_model``: it reads
+    ``ctx.importance``, the scorer's LLM importance scores (a model call per distinct unit text;
+    a run without such a policy asks none, and reference subjects cannot run it).
+    ``uses_similarity``: it reads ``ctx.similarity`` (computed once per question). ``role``: one
+    of :data:`ROLES`."""
+
+    name: str
+    fn: Callable[[Sequence[Unit], int | None, PolicyContext], Sequence[int]]
+    seeded: bool = False
+    needs_model: bool = False
+    uses_similarity: bool = False
+    role: str = EVICTING
+    builtin: bool = False  # the paper's: its results are trusted without the extra checks
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"policy {self.name!r}: role {self.role!r} is not one of {ROLES}")
+        if not self.name or ":" in self.name:
+            raise ValueError(f"policy name {self.name!r}: records carry it, so it is a plain non-empty name")
+
+
+def stream(units: Sequence[Unit], budget: int, add: Callable[[int], None], victim: Callable[[], int]) -> list[int]:
+    """Ingest units oldest first (``add(i)``); while the store is over ``budget``, evict
+    ``victim()`` (an index ``add`` was given and not yet evicted). Returns the evicted indices."""
+    return _stream(units, budget, add, victim)
+
+
+def by_priority(units: Sequence[Unit], budget: int, key: Callable[[Unit], float]) -> list[int]:
+    """The eviction that always takes the retained unit with the lowest ``key(unit)``, the oldest
+    among ties (LLM-importance is this with key = the unit's score)."""
+    heap: list[tuple[float, int]] = []
+    return _stream(units, budget, lambda j: heapq.heappush(heap, (key(units[j]), j)), lambda: heapq.heappop(heap)[1])
+
+
+def _no_evict_fn(units, budget, ctx):
+    return []
+
+
+def _fifo_fn(units, budget, ctx):
+    return _fifo(units, budget)
+
+
+def _random_fn(units, budget, ctx):
+    return _random(units, budget, ctx.rng(RANDOM))
+
+
+def _redundancy_fn(units, budget, ctx):
+    return _redundancy(units, budget, tfidf_similarity(units) if ctx.similarity is None else ctx.similarity)
+
+
+def _importance_fn(units, budget, ctx):
+    if ctx.importance is None:
+        raise ValueError("the importance policy needs `importance` scores (see score_importance)")
+    return _importance(units, budget, ctx.importance)
+
+
+def _control_fn(units, budget, ctx):
+    base, r_gold = _random_run(units, budget, ctx.seed, ctx.question_id)
+    mix = control_mixing(r_gold) if ctx.control_mix is None else ctx.control_mix
+    return _control(units, budget, ctx.rng(CONTROL), base, mix)
+
+
+# The paper's six, in its order.
+_PAPER_SPECS = (
+    PolicySpec(FIFO, _fifo_fn, builtin=True),
+    PolicySpec(RANDOM, _random_fn, seeded=True, builtin=True),
+    PolicySpec(REDUNDANCY, _redundancy_fn, uses_similarity=True, builtin=True),
+    PolicySpec(IMPORTANCE, _importance_fn, needs_model=True, builtin=True),
+    PolicySpec(NO_EVICT, _no_evict_fn, role=REFERENCE, builtin=True),
+    PolicySpec(CONTROL, _control_fn, seeded=True, role=CONTROL_ROLE, builtin=True),
+)
+_REGISTRY: dict[str, PolicySpec] = {s.name: s for s in _PAPER_SPECS}
+
+# The paper's set and its parts, named once and derived from the declarations above.
+POLICIES = tuple(s.name for s in _PAPER_SPECS)  # paper order
+BASELINE_POLICIES = tuple(s.name for s in _PAPER_SPECS if s.role == EVICTING)  # the evicting policies
+# Policies whose outcome depends on the seed; the others run at the first seed only (the paper:
+# "deterministic policies use seed 0").
+SEEDED_POLICIES = tuple(s.name for s in _PAPER_SPECS if s.seeded)
+DETERMINISTIC_POLICIES = tuple(p for p in POLICIES if p not in SEEDED_POLICIES)
+# LLM-importance asks the scorer for a score per distinct unit text: a model call each. Every
+# other policy needs no model (notebook 25's reference runs use those).
+MODEL_FREE_POLICIES = tuple(s.name for s in _PAPER_SPECS if not s.needs_model)
+
+
+def register_policy(spec: PolicySpec) -> PolicySpec:
+    """Make ``spec`` known by its name (to :func:`evict`, :func:`evict_grid` and the analyses). A
+    built-in name cannot be taken; registering a name again replaces the earlier spec (a module
+    reloaded while its policy is being written)."""
+    from . import plugins
+
+    return plugins.register(_REGISTRY, spec, "policy")
+
+
+def registered_policies() -> dict[str, PolicySpec]:
+    """Every policy known in this process, by name: the paper's first, then those registered."""
+    return dict(_REGISTRY)
+
+
+def policy_spec(policy: "str | PolicySpec") -> PolicySpec:
+    """The spec of a registered name (or ``policy`` itself, if a spec)."""
+    if isinstance(policy, PolicySpec):
+        return policy
+    try:
+        return _REGISTRY[policy]
+    except KeyError:
+        from . import plugins
+
+        raise plugins.unknown("policy", policy, "evict.evict", _REGISTRY) from None
+
+
+def resolve_policies(names: Sequence[str], where: str = "policies") -> list[PolicySpec]:
+    """The specs a profile's list names: registered names, or "module:attr" references to a
+    :class:`PolicySpec` or a plain function ``fn(units, budget, ctx)`` (then an evicting,
+    unseeded, model-free policy named after the function), registered on the way. ``where``
+    (the profile key) is named in every error, before any work is done."""
+    from . import plugins
+
+    return plugins.resolve(names, where, "policy", _REGISTRY, PolicySpec,
+                           lambda fn, ref: PolicySpec(getattr(fn, "__name__", ref.rpartition(":")[2]), fn))
+
+
+def paper_order(names) -> list[str]:
+    """``names`` in the paper's order, any others after it by name."""
+    names = set(names)
+    return [p for p in POLICIES if p in names] + sorted(names - set(POLICIES))
+
+
+def holm_family(names) -> list[str]:
+    """The evicting policies among ``names`` (paper order): the restore decomposition's family of
+    tests. A name this process has no spec for counts as evicting: it is one a run evicted with."""
+    return [p for p in paper_order(names) if p not in _REGISTRY or _REGISTRY[p].role == EVICTING]
+
+
+def is_paper_family(names) -> bool:
+    """Whether ``names`` are exactly the paper's evicting policies (its "4 of 12" compares)."""
+    return set(names) == set(BASELINE_POLICIES)
+
+
+def evict(units: Sequence[Unit], policy: "str | PolicySpec", budget: int | None, seed: int = 0, *,
           question_id: str = "", importance: Mapping[str, float] | None = None,
           similarity: np.ndarray | None = None, control_mix: float | None = None) -> Eviction:
-    """Run one policy over one history. ``importance`` maps unit text to score (importance
-    policy); ``similarity`` may pass a precomputed :func:`tfidf_similarity` (redundancy);
-    ``control_mix`` the control's λ (default: calibrated on this question alone;
-    :func:`evict_grid` calibrates it over the whole dataset per budget and seed)."""
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    if policy != NO_EVICT and (budget is None or budget < 0):
-        raise ValueError(f"policy {policy!r} needs a non-negative budget, got {budget!r}")
-    if policy == NO_EVICT:
-        ev: list[int] = []
-    elif policy == FIFO:
-        ev = _fifo(units, budget)
-    elif policy == RANDOM:
-        ev = _random(units, budget, policy_rng(seed, question_id, RANDOM))
-    elif policy == REDUNDANCY:
-        ev = _redundancy(units, budget, tfidf_similarity(units) if similarity is None else similarity)
-    elif policy == IMPORTANCE:
-        if importance is None:
-            raise ValueError("the importance policy needs `importance` scores (see score_importance)")
-        ev = _importance(units, budget, importance)
-    else:  # control
-        base, r_gold = _random_run(units, budget, seed, question_id)
-        mix = control_mixing(r_gold) if control_mix is None else control_mix
-        ev = _control(units, budget, policy_rng(seed, question_id, CONTROL), base, mix)
+    """Run one policy (a registered name or a :class:`PolicySpec`) over one history.
+    ``importance`` maps unit text to score (importance policy); ``similarity`` may pass a
+    precomputed :func:`tfidf_similarity` (redundancy); ``control_mix`` the control's λ (default:
+    calibrated on this question alone; :func:`evict_grid` calibrates it over the whole dataset
+    per budget and seed)."""
+    spec = policy_spec(policy)
+    if spec.role != REFERENCE and (budget is None or budget < 0):
+        raise ValueError(f"policy {spec.name!r} needs a non-negative budget, got {budget!r}")
+    ctx = PolicyContext(seed=seed, question_id=question_id, importance=importance, similarity=similarity,
+                        control_mix=control_mix)
+    ev = spec.fn(units, budget, ctx)
+    if not spec.builtin:
+        ev = _checked(spec, units, budget, ev)
     gone = set(ev)
     kept = [u for i, u in enumerate(units) if i not in gone]
     return Eviction(
         question_id=question_id,
-        policy=policy,
+        policy=spec.name,
         budget=budget,  # no_evict keeps its nominal budget so each budget has a reference cell
         seed=seed,
         retained=tuple(u.unit_id for u in kept),
@@ -280,6 +437,21 @@ def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0,
         n_gold=sum(u.is_gold for u in units),
         n_gold_evicted=sum(units[i].is_gold for i in ev),
     )
+
+
+def _checked(spec: "PolicySpec", units: Sequence[Unit], budget: int | None, evicted) -> list[int]:
+    """A policy from outside the library returned indices of distinct units, and an evicting one
+    left a store that fits: what every analysis downstream takes for granted."""
+    ev = [int(i) for i in evicted]
+    if any(not 0 <= i < len(units) for i in ev) or len(set(ev)) != len(ev):
+        raise ValueError(f"policy {spec.name!r} must return distinct unit indices in 0..{len(units) - 1}, "
+                         f"got {ev[:10]}")
+    if spec.role != REFERENCE:
+        gone = set(ev)
+        left = sum(u.tokens for i, u in enumerate(units) if i not in gone)
+        if left > budget:
+            raise ValueError(f"policy {spec.name!r} kept {left} tokens over a budget of {budget}")
+    return ev
 
 
 def gold_random_probabilities(units: Sequence[Unit], question_id: str, budgets: Sequence[int],
@@ -312,11 +484,12 @@ def evict_question(units: Sequence[Unit], question_id: str, policies: Sequence[s
     """One question's cells of :func:`evict_grid`, policies outer, then budgets, then seeds;
     ``mixing`` the control's λ per (budget, seed) (:func:`mixings_of`)."""
     mixing = mixing or {}
-    sim = tfidf_similarity(units) if REDUNDANCY in policies else None
+    specs = [policy_spec(p) for p in policies]
+    sim = tfidf_similarity(units) if any(s.uses_similarity for s in specs) else None
     out = []
-    for policy in policies:
+    for policy in specs:
         for budget in budgets:
-            for seed in (seeds[:1] if policy in DETERMINISTIC_POLICIES else seeds):
+            for seed in (seeds if policy.seeded else seeds[:1]):
                 out.append(evict(units, policy, budget, seed, question_id=question_id,
                                  importance=importance, similarity=sim,
                                  control_mix=mixing.get((budget, seed))))
@@ -335,14 +508,17 @@ def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str],
     and control at each seed. ``workers`` processes share the questions (None: every core;
     :mod:`memlife.parallel`): the control's λ is calibrated over the whole dataset first
     (:func:`gold_random_probabilities`, :func:`mixings_of`), then each question's cells are
-    computed on their own (:func:`evict_question`), so the result is the same for any number."""
+    computed on their own (:func:`evict_question`), so the result is the same for any number.
+    ``policies`` are registered names or :class:`PolicySpec` s; the workers are sent the specs,
+    so a policy from outside the library runs in them too (its function must be importable)."""
     from memlife import parallel
 
-    policies, budgets, seeds = list(policies), list(budgets), list(seeds)
+    budgets, seeds = list(budgets), list(seeds)
+    policies = [policy_spec(p) for p in policies]
     qids = sorted(histories)
 
     def scores(qid: str) -> Mapping[str, float] | None:
-        if importance is None or IMPORTANCE not in policies:
+        if importance is None or not any(p.needs_model for p in policies):
             return None  # no other policy reads the scores
         if parallel.n_workers(workers) == 1:
             return importance
@@ -352,7 +528,7 @@ def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str],
     with parallel.pool(min(parallel.n_workers(workers), max(1, len(qids)))) as pmap:
         mixing = (mixings_of(pmap(_gold_random_probabilities_job, [(histories[qid], qid, budgets, seeds)
                                                                    for qid in qids]), budgets, seeds)
-                  if CONTROL in policies else {})
+                  if any(p.name == CONTROL for p in policies) else {})
         per_q = pmap(_evict_question_job, [(histories[qid], qid, policies, budgets, seeds, scores(qid), mixing)
                                            for qid in qids], desc="questions evicted")
     return [e for evs in per_q for e in evs]

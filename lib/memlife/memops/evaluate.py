@@ -93,6 +93,14 @@ def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = 
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def system_run_key(key: str, spec: "systems.SystemSpec") -> str:
+    """The run key of one system's answers: `key`, or for a system with a version (one's own,
+    versioned by its source) a key of both, so that editing the system asks its probes afresh."""
+    if not spec.version:
+        return key
+    return hashlib.sha256(f"{key}:{spec.name}:{spec.version}".encode()).hexdigest()[:12]
+
+
 OP_ORDER = ("remember", "forget", "update", "reflect", "trajectory")  # the paper's order
 
 
@@ -346,15 +354,18 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     out_dir = Path(out_dir)
     reader_client = reader_client or llm.get_client("reader")
     use_judge = cfg.judge if cfg.judge is not None else llm.judge_available()
+    # Every name resolved before any work: a typo or a module that does not import costs nothing.
+    specs = systems.resolve_systems(cfg.systems, f"profile {cfg.profile!r}, notebooks.12_memops_eval.systems")
     if use_judge and judge_client is None:
         judge_client = llm.get_client("judge")
     if cfg.subject:
-        from .subjects import MODEL_FREE_SYSTEMS, SubjectReader
+        from .subjects import SubjectReader
 
-        needs_model = [s for s in cfg.systems if s not in MODEL_FREE_SYSTEMS]
+        needs_model = [s.name for s in specs if not s.model_free]
         if needs_model or cfg.mem0_infer:
+            model_free = [n for n, s in systems.registered_systems().items() if s.model_free]
             raise ValueError(f"reference subject {cfg.subject!r} reads without a model: systems {needs_model} "
-                             f"and Mem0's LLM extraction need one (model-free: {MODEL_FREE_SYSTEMS}, mem0_infer=False)")
+                             f"and Mem0's LLM extraction need one (model-free: {model_free}, mem0_infer=False)")
         # The configured reader's client sets the window, so the subject sees what that model would.
         reader = SubjectReader(reader_client, max_tokens=cfg.reader_max_tokens, subject=cfg.subject, seed=cfg.seed)
         reader_model = reader.model
@@ -367,6 +378,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     gold_tokens = None if cfg.subject else check_reply_room(reader, list(zip(chosen, asked)))
     grammar = reader.grammar_bounds if reader.is_bounded() else None
     key = run_key(cfg, reader_model, grammar, reader.grammar() if grammar is not None else None)
+    keys = {s.name: system_run_key(key, s) for s in specs}  # the paper's systems: `key` itself
     # The longest reply the grammar admits (characters; tokens at most, for ASCII text): a cap
     # below it can still cut a reply that runs every field to its bound, which is then reported
     # truncated, never silently scored as a format failure.
@@ -381,11 +393,11 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     lora_cfg = systems.TempLoRAConfig(epochs=cfg.temp_lora_epochs, max_new_tokens=cfg.reader_max_tokens)
     selection = set()
     work = []  # per system, per setting: the journal and the probes it still lacks
-    for name in cfg.systems:
+    for name in (s.name for s in specs):
         settings = [s for s in cfg.settings if name != "temp_lora" or s in cfg.temp_lora_settings]
         for setting in settings:
             journal = Journal(out_dir / "journal" / f"{name}__{setting}.jsonl")
-            done = {(r["instance_id"], r["probe_id"]) for r in journal.read() if r.get("run_key") == key}
+            done = {(r["instance_id"], r["probe_id"]) for r in journal.read() if r.get("run_key") == keys[name]}
             selection |= {(name, setting, inst.instance_id, p.probe_id)
                           for inst, probes in zip(chosen, asked) for p in probes}
             todo = [(inst, [p for p in probes if (inst.instance_id, p.probe_id) not in done])
@@ -398,14 +410,15 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
     # which shares prompt prefixes); the records are the same, sorted by collect().
     workers = 1 if cfg.subject else max(1, int(getattr(getattr(reader_client, "endpoint", None), "concurrency", 1)))
     with bar:
-        for name in cfg.systems:
-            system = None
+        for spec in specs:
+            name, system = spec.name, None
             try:
                 for setting, journal, todo in ((st, j, t) for n, st, j, t in work if n == name):
                     bar.set_postfix_str(f"{name} / {setting}")
                     if todo and system is None:
                         system = systems.make_system(
-                            name, reader=reader, store_root=out_dir / "stores" / key, top_k_turns=cfg.top_k_turns,
+                            name, reader=reader, store_root=out_dir / "stores" / keys[name],
+                            top_k_turns=cfg.top_k_turns,
                             top_k_sessions=cfg.top_k_sessions, retrieval_tokens=cfg.retrieval_tokens,
                             top_k_memories=cfg.top_k_memories, seed=cfg.seed, temp_lora=lora_cfg,
                             mem0_infer=False if cfg.subject else cfg.mem0_infer,
@@ -420,13 +433,13 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                             ans = system.answer(history, probe.question)
                             rec = _record(name, setting, inst, probe, ans, reader_model)
                             rec["variant"] = getattr(system, "variant", "")
-                            rec["run_key"] = key
+                            rec["run_key"] = keys[name]
                             if use_judge and wants_judge(rec, cfg.judge_sample, cfg.seed):
                                 rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
                             journal.append(rec)
                             bar.update(1)
 
-                    if workers > 1 and name in PARALLEL_SYSTEMS:
+                    if workers > 1 and spec.parallel:
                         parallel_instances(answer_instance, todo, workers)
                     else:
                         for inst, probes in todo:
@@ -434,15 +447,16 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
             finally:
                 if system is not None:
                     system.close()
-    records = collect(out_dir, key=key, selection=selection, instances=chosen)
+    records = collect(out_dir, key=set(keys.values()), selection=selection, instances=chosen)
     for message in run_notices(records, ingest_summary(out_dir, key)):
         notice(message)
     return records
 
 
-# Systems whose state is kept per history, so that several instances can be answered at once.
-# Mem0 and MemOS share one store process and proxy; Temp-LoRA trains one adapter at a time.
-PARALLEL_SYSTEMS = ("long_context", "bm25_turn", "bm25_session")
+# Systems whose state is kept per history, so that several instances can be answered at once
+# (SystemSpec.parallel). Mem0 and MemOS share one store process and proxy; Temp-LoRA trains one
+# adapter at a time.
+PARALLEL_SYSTEMS = tuple(n for n, s in systems.registered_systems().items() if s.parallel)
 
 
 def parallel_instances(answer_instance, todo, workers: int) -> None:
@@ -512,18 +526,20 @@ def run_notices(records, ingested) -> list[str]:
     return out
 
 
-def collect(out_dir: Path, *, key: str | None = None, selection: set | None = None,
+def collect(out_dir: Path, *, key: "str | set[str] | None" = None, selection: set | None = None,
             instances: list[Instance] | None = None):
     """The journals as one sorted DataFrame, also written to records.parquet: the lines of run
-    key `key` whose (system, setting, instance_id, probe_id) is in `selection` (None: all),
+    key `key` (or of any key in a set of them) whose (system, setting, instance_id, probe_id) is
+    in `selection` (None: all),
     rescored from their raw replies against `instances` when given (see `rescore`)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
+    keys = {key} if isinstance(key, str) else key
     recs = []
     for path in sorted((out_dir / "journal").glob("*.jsonl")):
         recs.extend(r for r in Journal(path).read()
-                    if (key is None or r.get("run_key") == key)
+                    if (keys is None or r.get("run_key") in keys)
                     and (selection is None or (r["system"], r["setting"], r["instance_id"], r["probe_id"]) in selection))
     if instances is not None:
         recs = rescore(recs, instances)

@@ -26,10 +26,10 @@ from . import metrics, systems
 from .response import MemOpsResponse, ParsedResponse, parse_response
 from .schema import Instance, Probe, Span, user_turn_text
 
-# Systems whose reader is the only model: a subject in the reader's place runs them with no model
-# at all. Mem0 only with infer=False (its LLM extraction is a model); MemOS extracts with an LLM;
-# Temp-LoRA answers from trained weights and hands no context over.
-MODEL_FREE_SYSTEMS = ("long_context", "bm25_turn", "bm25_session", "mem0")
+# The paper's systems whose reader is the only model (SystemSpec.model_free): a subject in the
+# reader's place runs them with no model at all. Mem0 only with infer=False (its LLM extraction is
+# a model); MemOS extracts with an LLM; Temp-LoRA answers from trained weights and hands no context over.
+MODEL_FREE_SYSTEMS = tuple(n for n in systems.SYSTEMS if systems.registered_systems()[n].model_free)
 
 GOLD_REPLY, ABSTAIN = "gold", "abstain"  # outcomes besides memlife.subjects' MISS / CONFUSE / ANSWER
 

@@ -24,7 +24,7 @@ noise for every drawn copy, with the subject's own draw (`memlife.subjects.plant
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -96,13 +96,18 @@ def build_grid(cfg: GridConfig) -> Grid:
     question's evictions and reads. The result is the same for any number of workers."""
     from memlife import parallel
 
-    bad = [p for p in cfg.policies if p not in evict.MODEL_FREE_POLICIES]
+    specs = evict.resolve_policies(cfg.policies, "notebooks.25_restore_controls.policies")
+    bad = [s.name for s in specs if s.needs_model]
     if bad:
-        raise ValueError(f"{bad} need a model; model-free policies: {evict.MODEL_FREE_POLICIES}")
+        raise ValueError(f"{bad} need a model; model-free policies: "
+                         f"{[n for n, s in evict.registered_policies().items() if not s.needs_model]}")
+    # The workers get the specs, not the names: a policy from a module of one's own is registered
+    # in this process only.
+    cfg = replace(cfg, policies=specs)
     questions = [longmem.to_question(r) for r in longmem.build_records(
         cfg.source, n_questions=cfg.n_questions, history_tokens=cfg.history_tokens, seed=cfg.seed)]
     budgets, seeds = list(cfg.budgets), list(cfg.seeds)
-    with_control = evict.CONTROL in cfg.policies
+    with_control = any(s.name == evict.CONTROL for s in specs)
     with parallel.pool(min(parallel.n_workers(cfg.workers), len(questions))) as pmap:
         first = pmap(_question_units, [(q, budgets, seeds, with_control) for q in questions])
         histories = {q.question_id: us for q, (us, _) in zip(questions, first)}

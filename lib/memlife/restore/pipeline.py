@@ -76,6 +76,7 @@ class Params:
     reader_max_tokens: int
     ablation_arms: bool = False
     judge_audit_items: int = 0
+    policies: tuple[str, ...] = evict.POLICIES  # notebook 21's: names or "module:attr"
 
 
 def params(profile: str, root: Path | None = None) -> Params:
@@ -91,7 +92,8 @@ def params(profile: str, root: Path | None = None) -> Params:
                   k=int(p22["k"]), restore_cap=int(p22["restore_cap"]),
                   reader_max_tokens=int(p22["reader_max_tokens"]),
                   ablation_arms=bool(p22.get("ablation_arms", False)),
-                  judge_audit_items=int(p22.get("judge_audit_items", 0)))
+                  judge_audit_items=int(p22.get("judge_audit_items", 0)),
+                  policies=tuple(p21.get("policies", evict.POLICIES)))
 
 
 def load_questions(p: Params) -> list[Question]:
@@ -253,14 +255,18 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     questions = load_questions(p)
     histories = {q.question_id: units.units_of(q) for q in questions}
     log(f"{len(questions)} questions ({p.source}), {sum(map(len, histories.values()))} units")
-    scorer = llm.get_client("scorer")
-    importance, invalid = evict.score_importance([u.text for us in histories.values() for u in us], scorer)
-    evictions = evict.evict_grid(histories, evict.POLICIES, list(p.budgets), list(p.seeds), importance)
+    policies = evict.resolve_policies(p.policies, f"{profile}: notebooks.21_eviction.policies")
     out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(sorted(importance.items()), columns=["text", "score"]).to_parquet(
-        out / "importance.parquet", index=False)
+    importance = None
+    if any(s.needs_model for s in policies):  # a run without LLM-importance asks the scorer nothing
+        scorer = llm.get_client("scorer")
+        importance, invalid = evict.score_importance([u.text for us in histories.values() for u in us], scorer)
+        pd.DataFrame(sorted(importance.items()), columns=["text", "score"]).to_parquet(
+            out / "importance.parquet", index=False)
+        log(f"importance: scorer {scorer.model}, {invalid} replies without a score")
+    evictions = evict.evict_grid(histories, policies, list(p.budgets), list(p.seeds), importance)
     evict.to_frame(evictions).to_parquet(out / "evictions.parquet", index=False)
-    log(f"importance: scorer {scorer.model}, {invalid} replies without a score; {len(evictions)} evictions")
+    log(f"{len(evictions)} evictions: {', '.join(s.name for s in policies)}")
     reads, plan = plan_grid(questions, evictions, k=p.k, restore_cap=p.restore_cap, ablation_arms=p.ablation_arms)
     check_reads(reads, questions, p.restore_cap)
     log(f"{plan.naive_calls} reads, {plan.distinct_calls} distinct prompts"
