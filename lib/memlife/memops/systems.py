@@ -125,6 +125,9 @@ def _count(text: str) -> int:
     return tokens.count(text)
 
 
+NO_MEMORY = "(no memory)"  # the context of a handover that kept no line
+
+
 @dataclass
 class Reader:
     """Reads a memory context and a question with the `reader` role, structured output."""
@@ -197,7 +200,7 @@ class Reader:
     def measure(self, lines: list[str], question: str) -> tuple[list[str], int, int]:
         """`fit`, and the tokens of all the lines handed over (each line's + 1, as `fit` counts)."""
         budget = self.room(question)
-        counts = [_count(line) + 1 for line in lines]
+        counts = [line_tokens(line) for line in lines]
         total = handed = sum(counts)
         start = 0
         dropped = 0
@@ -224,7 +227,7 @@ class Reader:
     def handover(self, lines: list[str], question: str) -> tuple[str, int, int]:
         """`context`, and the tokens of all the lines the memory system handed over."""
         kept, dropped, handed = self.measure(lines, question)
-        return ("\n".join(kept) if kept else "(no memory)"), dropped, handed
+        return ("\n".join(kept) if kept else NO_MEMORY), dropped, handed
 
     def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> Answer:
         context, dropped = self.context(lines, question)
@@ -287,7 +290,16 @@ RETRIEVAL_TOKENS = 5000
 
 def line_tokens(line: str) -> int:
     """A context line's tokens as `Reader.fit` counts them: its own, plus its newline."""
-    return _count(line) + 1
+    from memlife import tokens
+
+    return tokens.count_line(line) + 1
+
+
+def context_tokens(kept: list[str]) -> int:
+    """The tokens of the context `Reader.handover` makes of the kept lines (`_count` of it)."""
+    from memlife import tokens
+
+    return tokens.count_lines(kept) if kept else _count(NO_MEMORY)
 
 
 _LINE_COUNTS: dict[str, list[int]] = {}
@@ -307,8 +319,7 @@ def history_line_tokens(lines: list[str]) -> list[int]:
             _LINE_COUNTS.pop(next(iter(_LINE_COUNTS)))
         from memlife import tokens
 
-        enc = tokens.encoding()
-        _LINE_COUNTS[key] = [len(enc.encode(line, disallowed_special=())) + 1 for line in lines]
+        _LINE_COUNTS[key] = [tokens.count_line(line) + 1 for line in lines]
     return _LINE_COUNTS[key]
 
 
@@ -379,7 +390,7 @@ class BM25System:
         from memlife import retrieve
 
         units = self._units(history)
-        docs = retrieve.tokenize(["\n".join(u) for u in units])
+        docs = retrieve.tokenize_lines(units)
         lines = history_line_tokens([line for u in units for line in u])
         tokens, at = [], 0
         for u in units:
