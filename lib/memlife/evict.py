@@ -34,6 +34,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -133,13 +134,31 @@ def random_eviction_probability(n_units: int, events: Sequence[tuple[int, int]])
     return [1.0 - surv_after[i] for i in range(n_units)]
 
 
+_TFIDF_STOP_WORDS = "english"
+
+
+@lru_cache(maxsize=1)
+def _tfidf_analyzer():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(stop_words=_TFIDF_STOP_WORDS).build_analyzer()
+
+
+@lru_cache(maxsize=1 << 17)
+def _tfidf_terms(text: str) -> tuple[str, ...]:
+    # The reconstructed histories share their filler sessions: each distinct turn is lower-cased,
+    # split and stripped of stop words once per process, by the vectorizer's own analyzer.
+    return tuple(_tfidf_analyzer()(text))
+
+
 def tfidf_similarity(units: Sequence[Unit]) -> np.ndarray:
     """Dense cosine-similarity matrix of the units' TF-IDF vectors (diagonal set to -inf)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     texts = [u.text for u in units]
     try:
-        X = TfidfVectorizer(stop_words="english", sublinear_tf=True).fit_transform(texts)
+        # TfidfVectorizer(stop_words="english") with its analysis cached per text: the same terms
+        X = TfidfVectorizer(analyzer=_tfidf_terms, sublinear_tf=True).fit_transform(texts)
     except ValueError:  # every text is empty or stop words: nothing is similar to anything
         S = np.zeros((len(units), len(units)), dtype=np.float32)
     else:
@@ -242,11 +261,14 @@ def _control(units: Sequence[Unit], budget: int, rng: random.Random, base_evicte
 
 def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0, *,
           question_id: str = "", importance: Mapping[str, float] | None = None,
-          similarity: np.ndarray | None = None, control_mix: float | None = None) -> Eviction:
+          similarity: np.ndarray | None = None, control_mix: float | None = None,
+          random_evicted: Sequence[int] | None = None) -> Eviction:
     """Run one policy over one history. ``importance`` maps unit text to score (importance
     policy); ``similarity`` may pass a precomputed :func:`tfidf_similarity` (redundancy);
     ``control_mix`` the control's λ (default: calibrated on this question alone;
-    :func:`evict_grid` calibrates it over the whole dataset per budget and seed)."""
+    :func:`evict_grid` calibrates it over the whole dataset per budget and seed);
+    ``random_evicted`` the random policy's evicted indices at this budget and seed, which the
+    control starts from, when they are at hand (with ``control_mix``: the run is not repeated)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     if policy != NO_EVICT and (budget is None or budget < 0):
@@ -263,6 +285,8 @@ def evict(units: Sequence[Unit], policy: str, budget: int | None, seed: int = 0,
         if importance is None:
             raise ValueError("the importance policy needs `importance` scores (see score_importance)")
         ev = _importance(units, budget, importance)
+    elif random_evicted is not None and control_mix is not None:  # control, its random run at hand
+        ev = _control(units, budget, policy_rng(seed, question_id, CONTROL), list(random_evicted), control_mix)
     else:  # control
         base, r_gold = _random_run(units, budget, seed, question_id)
         mix = control_mixing(r_gold) if control_mix is None else control_mix
@@ -313,13 +337,18 @@ def evict_question(units: Sequence[Unit], question_id: str, policies: Sequence[s
     ``mixing`` the control's λ per (budget, seed) (:func:`mixings_of`)."""
     mixing = mixing or {}
     sim = tfidf_similarity(units) if REDUNDANCY in policies else None
+    at = {u.unit_id: i for i, u in enumerate(units)}
+    random_runs: dict[tuple[int, int], list[int]] = {}  # the control starts from the random policy's run
     out = []
     for policy in policies:
         for budget in budgets:
             for seed in (seeds[:1] if policy in DETERMINISTIC_POLICIES else seeds):
-                out.append(evict(units, policy, budget, seed, question_id=question_id,
-                                 importance=importance, similarity=sim,
-                                 control_mix=mixing.get((budget, seed))))
+                e = evict(units, policy, budget, seed, question_id=question_id, importance=importance,
+                          similarity=sim, control_mix=mixing.get((budget, seed)),
+                          random_evicted=random_runs.get((budget, seed)) if policy == CONTROL else None)
+                if policy == RANDOM:
+                    random_runs[(budget, seed)] = [at[i] for i in e.evicted]
+                out.append(e)
     return out
 
 
