@@ -308,7 +308,8 @@ _LINE_COUNTS_KEEP = 2048  # histories; a 60k-token history's counts are ~3,200 i
 
 def history_line_tokens(lines: list[str]) -> list[int]:
     """`line_tokens` of each of a history's lines, counted once per history: the turn- and the
-    session-level system hold the same lines (a 60k-token history's ~3,200 lines take ~75 ms)."""
+    session-level system hold the same lines; each line from its cached parts (`tokens.count_line`:
+    a turn that recurs in other histories is not encoded again)."""
     h = hashlib.sha256()
     for line in lines:  # length-prefixed: no two lists of lines share a key
         b = line.encode()
