@@ -6,7 +6,7 @@ written under results/: notebook 14's data is built (or loaded) in a temporary d
 --data-dir names one, and Mem0's stores go to a temporary directory (so the mem0 stage includes
 ingesting its histories, as a fresh `make reproduce` does).
 
-    PYTHONPATH=lib python bench/bench_controls.py 14 [--profile quick] [--data-dir DIR]
+    PYTHONPATH=lib python bench/bench_controls.py 14 [--profile quick] [--data-dir DIR] [--systems bm25_turn ...]
     PYTHONPATH=lib python bench/bench_controls.py 25 [--profile quick]
 
 The grid stage of notebook 25 is broken down further by bench/bench_restore_grid.py.
@@ -131,9 +131,12 @@ def main() -> None:
     ap.add_argument("notebook", choices=["14", "25"])
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--data-dir", type=Path, default=None, help="notebook 14's dataset (built there if absent)")
+    ap.add_argument("--systems", nargs="+", default=None, help="notebook 14: only these memory systems")
     args = ap.parse_args()
     name = {"14": "14_memops_controls", "25": "25_restore_controls"}[args.notebook]
     p = {"profile": args.profile, **config.notebook_params(args.profile, name)}
+    if args.systems:
+        p["systems"] = args.systems
     print(f"notebook {name} at profile {args.profile}:")
     t = time.perf_counter()
     if args.notebook == "14":
