@@ -8,6 +8,7 @@ ingesting its histories, as a fresh `make reproduce` does).
 
     PYTHONPATH=lib python bench/bench_controls.py 14 [--profile quick] [--data-dir DIR] [--systems bm25_turn ...]
     PYTHONPATH=lib python bench/bench_controls.py 25 [--profile quick]
+    PYTHONPATH=lib python bench/bench_controls.py          # both (what `make bench` runs)
 
 The grid stage of notebook 25 is broken down further by bench/bench_restore_grid.py.
 """
@@ -128,22 +129,25 @@ def notebook_25(p: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("notebook", choices=["14", "25"])
+    ap.add_argument("notebook", nargs="*", help="14 and/or 25 (default: both, as `make bench` runs it)")
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--data-dir", type=Path, default=None, help="notebook 14's dataset (built there if absent)")
     ap.add_argument("--systems", nargs="+", default=None, help="notebook 14: only these memory systems")
     args = ap.parse_args()
-    name = {"14": "14_memops_controls", "25": "25_restore_controls"}[args.notebook]
-    p = {"profile": args.profile, **config.notebook_params(args.profile, name)}
-    if args.systems:
-        p["systems"] = args.systems
-    print(f"notebook {name} at profile {args.profile}:")
-    t = time.perf_counter()
-    if args.notebook == "14":
-        notebook_14(p, args.data_dir)
-    else:
-        notebook_25(p)
-    print(f"  {'total':<40} {time.perf_counter() - t:8.2f} s")
+    if set(args.notebook) - {"14", "25"}:
+        ap.error(f"notebooks: 14 and/or 25, not {args.notebook}")
+    for nb in args.notebook or ["14", "25"]:
+        name = {"14": "14_memops_controls", "25": "25_restore_controls"}[nb]
+        p = {"profile": args.profile, **config.notebook_params(args.profile, name)}
+        if args.systems and nb == "14":
+            p["systems"] = args.systems
+        print(f"notebook {name} at profile {args.profile}:")
+        t = time.perf_counter()
+        if nb == "14":
+            notebook_14(p, args.data_dir)
+        else:
+            notebook_25(p)
+        print(f"  {'total':<40} {time.perf_counter() - t:8.2f} s")
 
 
 if __name__ == "__main__":
