@@ -1,5 +1,6 @@
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -166,3 +167,30 @@ def test_grid_runs_deterministic_policies_once(built_histories):
     assert per_q == {"fifo": 2, "random": 6, "redundancy": 2, "importance": 2, "no_evict": 2, "control": 6}
     back = evict.from_frame(evict.to_frame(grid))
     assert back == grid
+
+
+def test_a_question_s_control_is_the_control_run_on_its_own(built_histories):
+    # evict_question hands the control the random policy's run (same budget and seed) instead
+    # of repeating it: the cells are those of each policy run alone, in either policy order.
+    budgets, seeds = arms.scaled_budgets(1500), [0, 1]
+    for qid, us in list(built_histories.items())[:6]:
+        mixing = {(b, s): 0.4 for b in budgets for s in seeds}
+        shared = evict.evict_question(us, qid, ["random", "control"], budgets, seeds, mixing=mixing)
+        alone = [evict.evict(us, p, b, s, question_id=qid, control_mix=0.4)
+                 for p in ("random", "control") for b in budgets for s in seeds]
+        assert shared == alone
+        reversed_order = evict.evict_question(us, qid, ["control", "random"], budgets, seeds, mixing=mixing)
+        assert sorted(reversed_order, key=lambda e: e.policy) == sorted(alone, key=lambda e: e.policy)
+
+
+def test_tfidf_similarity_is_the_vectorizer_s_own():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = ["The cat sat on the mat", "A dog and a cat", "Jazz in Paris, jazz!", "the and of", "Coffee in the rain"]
+    us = [Unit(f"s:{i}", "s", i, "d", "user", t, 5, i, False) for i, t in enumerate(texts)]
+    X = TfidfVectorizer(stop_words="english", sublinear_tf=True).fit_transform(texts)
+    expected = (X @ X.T).astype("float32").toarray()
+    got = evict.tfidf_similarity(us)
+    off = ~np.eye(len(texts), dtype=bool)
+    assert (got[off] == expected[off]).all()
+    assert np.isneginf(np.diag(got)).all()

@@ -133,3 +133,18 @@ def test_subset_scores_by_hand():
     index = retrieve.history_index([["cat", "cat", "dog"], ["dog"]])
     s = retrieve.subset_scores(index, [0, 1], ["cat"])
     assert s[0] == pytest.approx(np.log(2) * 2 / 4.0625) and s[1] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.lists(st.sampled_from(
+    list("ab Z9:;.'\n\tΣσ字-") + [": ", "the ", "The ", "ΟΔΟΣ", "it's"]), max_size=20).map("".join),
+    max_size=5), max_size=4))
+def test_tokenize_lines_is_tokenize_of_the_joined_lines(groups):
+    assert retrieve.tokenize_lines(groups) == retrieve.tokenize(["\n".join(g) for g in groups])
+
+
+def test_tokenize_lines_of_turns():
+    groups = [["[session 1] user: I adopted a cat named Luna", "[session 1] assistant: What a lovely name"],
+              ["[session 12] user: ΟΔΟΣ: the road"]]
+    assert retrieve.tokenize_lines(groups) == retrieve.tokenize(["\n".join(g) for g in groups])
+    assert retrieve.tokenize_lines(groups)[1] == ["session", "12", "user", "οδος", "road"]

@@ -40,6 +40,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -130,13 +131,31 @@ def random_eviction_probability(n_units: int, events: Sequence[tuple[int, int]])
     return [1.0 - surv_after[i] for i in range(n_units)]
 
 
+_TFIDF_STOP_WORDS = "english"
+
+
+@lru_cache(maxsize=1)
+def _tfidf_analyzer():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(stop_words=_TFIDF_STOP_WORDS).build_analyzer()
+
+
+@lru_cache(maxsize=1 << 17)
+def _tfidf_terms(text: str) -> tuple[str, ...]:
+    # The reconstructed histories share their filler sessions: each distinct turn is lower-cased,
+    # split and stripped of stop words once per process, by the vectorizer's own analyzer.
+    return tuple(_tfidf_analyzer()(text))
+
+
 def tfidf_similarity(units: Sequence[Unit]) -> np.ndarray:
     """Dense cosine-similarity matrix of the units' TF-IDF vectors (diagonal set to -inf)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     texts = [u.text for u in units]
     try:
-        X = TfidfVectorizer(stop_words="english", sublinear_tf=True).fit_transform(texts)
+        # TfidfVectorizer(stop_words="english") with its analysis cached per text: the same terms
+        X = TfidfVectorizer(analyzer=_tfidf_terms, sublinear_tf=True).fit_transform(texts)
     except ValueError:  # every text is empty or stop words: nothing is similar to anything
         S = np.zeros((len(units), len(units)), dtype=np.float32)
     else:
@@ -256,6 +275,7 @@ class PolicyContext:
     importance: Mapping[str, float] | None = None  # unit text -> LLM importance score (needs_model)
     similarity: np.ndarray | None = None  # tfidf_similarity(units), when precomputed (uses_similarity)
     control_mix: float | None = None  # the destructive control's λ
+    random_evicted: Sequence[int] | None = None  # the random policy's run at this budget and seed
 
     def rng(self, policy: str) -> random.Random:
         """A generator for a seeded policy: depends on (seed, question, policy) only."""
@@ -326,6 +346,8 @@ def _importance_fn(units, budget, ctx):
 
 
 def _control_fn(units, budget, ctx):
+    if ctx.random_evicted is not None and ctx.control_mix is not None:  # its random run at hand
+        return _control(units, budget, ctx.rng(CONTROL), list(ctx.random_evicted), ctx.control_mix)
     base, r_gold = _random_run(units, budget, ctx.seed, ctx.question_id)
     mix = control_mixing(r_gold) if ctx.control_mix is None else ctx.control_mix
     return _control(units, budget, ctx.rng(CONTROL), base, mix)
@@ -410,17 +432,20 @@ def is_paper_family(names) -> bool:
 
 def evict(units: Sequence[Unit], policy: "str | PolicySpec", budget: int | None, seed: int = 0, *,
           question_id: str = "", importance: Mapping[str, float] | None = None,
-          similarity: np.ndarray | None = None, control_mix: float | None = None) -> Eviction:
+          similarity: np.ndarray | None = None, control_mix: float | None = None,
+          random_evicted: Sequence[int] | None = None) -> Eviction:
     """Run one policy (a registered name or a :class:`PolicySpec`) over one history.
     ``importance`` maps unit text to score (importance policy); ``similarity`` may pass a
     precomputed :func:`tfidf_similarity` (redundancy); ``control_mix`` the control's λ (default:
     calibrated on this question alone; :func:`evict_grid` calibrates it over the whole dataset
-    per budget and seed)."""
+    per budget and seed); ``random_evicted`` the random policy's evicted indices at this budget
+    and seed, which the control starts from, when they are at hand (with ``control_mix``: the run
+    is not repeated)."""
     spec = policy_spec(policy)
     if spec.role != REFERENCE and (budget is None or budget < 0):
         raise ValueError(f"policy {spec.name!r} needs a non-negative budget, got {budget!r}")
     ctx = PolicyContext(seed=seed, question_id=question_id, importance=importance, similarity=similarity,
-                        control_mix=control_mix)
+                        control_mix=control_mix, random_evicted=random_evicted)
     ev = spec.fn(units, budget, ctx)
     if not spec.builtin:
         ev = _checked(spec, units, budget, ev)
@@ -486,13 +511,18 @@ def evict_question(units: Sequence[Unit], question_id: str, policies: Sequence[s
     mixing = mixing or {}
     specs = [policy_spec(p) for p in policies]
     sim = tfidf_similarity(units) if any(s.uses_similarity for s in specs) else None
+    at = {u.unit_id: i for i, u in enumerate(units)}
+    random_runs: dict[tuple[int, int], list[int]] = {}  # the control starts from the random policy's run
     out = []
     for policy in specs:
         for budget in budgets:
             for seed in (seeds if policy.seeded else seeds[:1]):
-                out.append(evict(units, policy, budget, seed, question_id=question_id,
-                                 importance=importance, similarity=sim,
-                                 control_mix=mixing.get((budget, seed))))
+                e = evict(units, policy, budget, seed, question_id=question_id, importance=importance,
+                          similarity=sim, control_mix=mixing.get((budget, seed)),
+                          random_evicted=random_runs.get((budget, seed)) if policy.name == CONTROL else None)
+                if policy.name == RANDOM:
+                    random_runs[(budget, seed)] = [at[i] for i in e.evicted]
+                out.append(e)
     return out
 
 

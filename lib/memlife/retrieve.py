@@ -25,6 +25,7 @@ are never shown.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 import bm25s
@@ -40,6 +41,31 @@ STOPWORDS = "en"
 
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
     return bm25s.tokenize(list(texts), stopwords=STOPWORDS, return_ids=False, show_progress=False)
+
+
+@lru_cache(maxsize=1 << 18)
+def _part_tokens(text: str) -> tuple[str, ...]:
+    return tuple(tokenize([text])[0])
+
+
+def tokenize_lines(groups: Sequence[Sequence[str]]) -> list[list[str]]:
+    """`tokenize(["\\n".join(g) for g in groups])`, from parts that recur across histories. A token
+    (two or more word characters) never spans whitespace, and lower-casing reads no context
+    across it (Greek final sigma included), so a line's tokens are those of its head up to the
+    first ": " followed by those of the rest, and a group's the concatenation of its lines':
+    each distinct part is tokenized once per process (tests/test_retrieve.py checks it)."""
+    out = []
+    for group in groups:
+        toks: list[str] = []
+        for line in group:
+            cut = line.find(": ")
+            if cut >= 0:
+                toks += _part_tokens(line[:cut + 1])
+                toks += _part_tokens(line[cut + 1:])
+            else:
+                toks += _part_tokens(line)
+        out.append(toks)
+    return out
 
 
 def bm25_scores(docs: Sequence[list[str]], query: list[str], index: "bm25s.BM25 | None" = None) -> np.ndarray:
@@ -74,15 +100,16 @@ class HistoryIndex:
 
 
 def history_index(unit_tokens: Sequence[list[str]]) -> HistoryIndex:
-    vocab: dict[str, int] = {}
-    rows, cols = [], []
-    for i, toks in enumerate(unit_tokens):
-        for t in toks:
-            rows.append(i)
-            cols.append(vocab.setdefault(t, len(vocab)))
-    counts = sparse.csc_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(unit_tokens), max(len(vocab), 1)))
+    # Columns in the order terms first occur; built with dict and numpy passes rather than a
+    # Python step per token (a ~102k-token history holds ~40,000 tokens).
+    flat = [t for toks in unit_tokens for t in toks]
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(flat))}
+    cols = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+    lengths = np.array([len(t) for t in unit_tokens], dtype=np.int64)
+    rows = np.repeat(np.arange(len(unit_tokens), dtype=np.int64), lengths)
+    counts = sparse.csc_matrix((np.ones(len(flat)), (rows, cols)), shape=(len(unit_tokens), max(len(vocab), 1)))
     counts.sum_duplicates()
-    return HistoryIndex(counts, np.array([len(t) for t in unit_tokens], dtype=np.float64), vocab)
+    return HistoryIndex(counts, lengths.astype(np.float64), vocab)
 
 
 def subset_scores(index: HistoryIndex, rows: Sequence[int], query: list[str],
@@ -124,14 +151,15 @@ def rank(units: Sequence[Unit], retained: Iterable[str], question: str,
          index: HistoryIndex | None = None) -> list[str]:
     """Retained unit ids, best BM25 match first (IDF over the retained units), ties: newer first.
 
-    ``index`` may pass ``history_index(tokenize([u.text for u in units]))`` built once per history.
+    ``index`` may pass ``history_index(tokenize([u.text for u in units]))`` built once per history
+    (`tokenize_lines` gives the same tokens, each distinct text tokenized once).
     """
     keep = set(retained)
     idx = [i for i, u in enumerate(units) if u.unit_id in keep]
     if not idx:
         return []
-    index = index if index is not None else history_index(tokenize([u.text for u in units]))
-    scores = subset_scores(index, idx, tokenize([question])[0])
+    index = index if index is not None else history_index(tokenize_lines([[u.text] for u in units]))
+    scores = subset_scores(index, idx, tokenize_lines([[question]])[0])
     order = best_first(scores, [units[i].order for i in idx])
     return [units[idx[j]].unit_id for j in order]
 

@@ -14,6 +14,7 @@ import os
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 # The URL tiktoken_ext.openai_public loads each encoding from; tiktoken's cache key is its sha1.
 _BLOB_URLS = {
@@ -61,6 +62,52 @@ def encoding(name: str = DEFAULT_ENCODING):
 def count(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
     """Number of tokens in `text` (special-token strings are counted as ordinary text)."""
     return len(encoding(encoding_name).encode(text, disallowed_special=()))
+
+
+# Counting a long text in parts that recur. o200k's pre-tokenizer (the regex that cuts text into
+# the pieces BPE then encodes one by one) has no look-behind, never puts a non-space character
+# and a space after it into one piece, and ends every piece that holds a newline at the last
+# newline of a run (it may take a following "/", never any other character). So the count of
+# "A: B" is count("A:") + count(" B"), and the count of lines joined by newlines is the sum of
+# each line's count with its newline wherever the next line starts with neither whitespace nor
+# "/" (elsewhere the two lines are counted as one part). Memory contexts are such lines ("[session 3] user: ...", "- memory"), and
+# their contents recur across histories, so each distinct content is encoded once per process
+# (tests/test_tokens.py checks the sums against whole counts).
+_PART_ENCODINGS = ("o200k_base",)
+
+
+@lru_cache(maxsize=1 << 18)
+def _count_part(text: str, encoding_name: str) -> int:
+    return count(text, encoding_name)
+
+
+def _line_parts(line: str) -> tuple[str, str]:
+    cut = line.find(": ")
+    return (line[:cut + 1], line[cut + 1:]) if cut >= 0 else ("", line)
+
+
+def count_line(line: str, encoding_name: str = DEFAULT_ENCODING) -> int:
+    """`count(line)`, from its head up to the first ": " and the rest, each counted once per process."""
+    if encoding_name not in _PART_ENCODINGS:
+        return count(line, encoding_name)
+    head, rest = _line_parts(line)
+    return (_count_part(head, encoding_name) if head else 0) + _count_part(rest, encoding_name)
+
+
+def count_lines(lines: Sequence[str], encoding_name: str = DEFAULT_ENCODING) -> int:
+    """`count("\\n".join(lines))`, from parts that recur (see `count_line`). A line that starts
+    with whitespace or "/" stays joined to the line before it: its newline's piece may run on."""
+    if encoding_name not in _PART_ENCODINGS:
+        return count("\n".join(lines), encoding_name)
+    total, part = 0, None
+    for line in lines:
+        if part is not None and (not line or line[0].isspace() or line[0] == "/"):
+            part += "\n" + line
+            continue
+        if part is not None:
+            total += count_line(part + "\n", encoding_name)
+        part = line
+    return total + (count_line(part, encoding_name) if part is not None else 0)
 
 
 def count_messages(messages: list[dict], encoding_name: str = DEFAULT_ENCODING) -> int:

@@ -184,8 +184,9 @@ class SubjectReader(systems.Reader):
         if self._item is None or self._item[1].question != question:
             raise RuntimeError("SubjectReader: bind(instance, probe, system, setting) before asking its question")
         instance, probe = self._item
-        context, dropped, handed = self.handover(lines, question)
-        tokens = systems._count(context)
+        kept, dropped, handed = self.measure(lines, question)
+        context = "\n".join(kept) if kept else systems.NO_MEMORY  # what `handover` hands over
+        tokens = systems.context_tokens(kept)
         self.last = Handover(context, tokens, dropped, tuple(retrieved or ()), handed)
         self.last_reply = reply(self.subject, instance, probe, context, tokens, system=self.system,
                                 setting=self.setting, seed=self.seed, noise=self.noise)

@@ -130,6 +130,9 @@ def _count(text: str) -> int:
     return tokens.count(text)
 
 
+NO_MEMORY = "(no memory)"  # the context of a handover that kept no line
+
+
 @dataclass
 class Reader:
     """Reads a memory context and a question with the `reader` role, structured output."""
@@ -202,7 +205,7 @@ class Reader:
     def measure(self, lines: list[str], question: str) -> tuple[list[str], int, int]:
         """`fit`, and the tokens of all the lines handed over (each line's + 1, as `fit` counts)."""
         budget = self.room(question)
-        counts = [_count(line) + 1 for line in lines]
+        counts = [line_tokens(line) for line in lines]
         total = handed = sum(counts)
         start = 0
         dropped = 0
@@ -229,7 +232,7 @@ class Reader:
     def handover(self, lines: list[str], question: str) -> tuple[str, int, int]:
         """`context`, and the tokens of all the lines the memory system handed over."""
         kept, dropped, handed = self.measure(lines, question)
-        return ("\n".join(kept) if kept else "(no memory)"), dropped, handed
+        return ("\n".join(kept) if kept else NO_MEMORY), dropped, handed
 
     def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> Answer:
         context, dropped = self.context(lines, question)
@@ -292,7 +295,16 @@ RETRIEVAL_TOKENS = 5000
 
 def line_tokens(line: str) -> int:
     """A context line's tokens as `Reader.fit` counts them: its own, plus its newline."""
-    return _count(line) + 1
+    from memlife import tokens
+
+    return tokens.count_line(line) + 1
+
+
+def context_tokens(kept: list[str]) -> int:
+    """The tokens of the context `Reader.handover` makes of the kept lines (`_count` of it)."""
+    from memlife import tokens
+
+    return tokens.count_lines(kept) if kept else _count(NO_MEMORY)
 
 
 _LINE_COUNTS: dict[str, list[int]] = {}
@@ -301,7 +313,8 @@ _LINE_COUNTS_KEEP = 2048  # histories; a 60k-token history's counts are ~3,200 i
 
 def history_line_tokens(lines: list[str]) -> list[int]:
     """`line_tokens` of each of a history's lines, counted once per history: the turn- and the
-    session-level system hold the same lines (a 60k-token history's ~3,200 lines take ~75 ms)."""
+    session-level system hold the same lines; each line from its cached parts (`tokens.count_line`:
+    a turn that recurs in other histories is not encoded again)."""
     h = hashlib.sha256()
     for line in lines:  # length-prefixed: no two lists of lines share a key
         b = line.encode()
@@ -312,8 +325,7 @@ def history_line_tokens(lines: list[str]) -> list[int]:
             _LINE_COUNTS.pop(next(iter(_LINE_COUNTS)))
         from memlife import tokens
 
-        enc = tokens.encoding()
-        _LINE_COUNTS[key] = [len(enc.encode(line, disallowed_special=())) + 1 for line in lines]
+        _LINE_COUNTS[key] = [tokens.count_line(line) + 1 for line in lines]
     return _LINE_COUNTS[key]
 
 
@@ -384,7 +396,7 @@ class BM25System:
         from memlife import retrieve
 
         units = self._units(history)
-        docs = retrieve.tokenize(["\n".join(u) for u in units])
+        docs = retrieve.tokenize_lines(units)
         lines = history_line_tokens([line for u in units for line in u])
         tokens, at = [], 0
         for u in units:

@@ -110,7 +110,7 @@ def _context(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str]) -
     snippets = retrieve.render(chrono)
     return (tuple(u.unit_id for u in chrono),
             prompts.READER_USER.format(today=q.question_date, snippets=snippets, question=q.question),
-            tokens.count(snippets))
+            tokens.count_lines(snippets.split("\n")))  # = count(snippets), from recurring parts
 
 
 def _read(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str], arm: str,
@@ -148,7 +148,8 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
     """
     by_id = {u.unit_id: u for u in units}
     gold = [u.unit_id for u in units if u.is_gold]
-    index = retrieve.history_index(retrieve.tokenize([u.text for u in units]))
+    # the reconstructed histories share their filler sessions: each distinct turn tokenized once
+    index = retrieve.history_index(retrieve.tokenize_lines([[u.text] for u in units]))
     # Cells that retained the same units (no-evict at every budget) share their ranking, and arms
     # that hand over the same units share their rendered context: computed once each.
     rankings: dict[tuple[str, ...], list[str]] = {}

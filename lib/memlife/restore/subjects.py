@@ -132,7 +132,7 @@ class SubjectReader:
             return [Answer(q.answer if a else ABSTENTION, ref.ANSWER if a else ABSTAIN, a, None)
                     for (q, _), a in zip(parsed, avail)]
         at = [i for i, a in enumerate(avail) if a]
-        ctx = np.array([tokens.count(parsed[i][1]) for i in at], dtype=np.float64)
+        ctx = np.array([tokens.count_lines(parsed[i][1].split("\n")) for i in at], dtype=np.float64)
         miss_h, conf_h = key_hashes([parsed[i][0].question_id for i in at], [prompt_list[i] for i in at])
         missed, confused = ref.planted_masks(self.noise, np.array([self.seed]), miss_h, conf_h, ctx,
                                              np.ones(len(at), dtype=bool))
