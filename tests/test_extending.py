@@ -224,7 +224,6 @@ def test_notebooks_20_to_23_run_the_toy_policy_named_in_a_profile(tmp_path, monk
     import shutil
 
     import pandas as pd
-    import yaml
 
     from memlife import runner
 
