@@ -278,7 +278,7 @@ lint: env
 	$(PY) -m ruff check notebooks
 
 # One pytest worker per core (TEST_WORKERS=1 for one process). --dist loadfile keeps each test file
-# in one worker: a module's fixtures (a built dataset, a trained model) are made once, and its tests
+# in one worker: a module's fixtures (a built dataset, a started llama-server) are made once, its tests
 # run in the order they are written. --durations names the slowest tests, so the next one is seen.
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test-unit: env
