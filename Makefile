@@ -290,8 +290,12 @@ test: lint test-unit test-notebooks
 lint: env
 	$(PY) -m ruff check notebooks
 
+# One pytest worker per core (TEST_WORKERS=1 for one process). --dist loadfile keeps each test file
+# in one worker: a module's fixtures (a built dataset, a started llama-server) are made once, its tests
+# run in the order they are written. --durations names the slowest tests, so the next one is seen.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test-unit: env
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15 tests
 
 # nbval answers every model call from the committed smoke recording, and replay mode makes a call
 # the recording lacks an error: the notebooks under test make no live call (re-record after a

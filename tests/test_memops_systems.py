@@ -409,9 +409,9 @@ TINY_BOUNDS = {"answer": 24, "target": 8, "old_value": 8, "new_value": 8, "prove
 
 
 @pytest.mark.slow
-def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(tmp_path, monkeypatch):
-    """A real, small run: train on every chunk of the adjacent history, generate greedily under the
-    grammar (a reply that completes parses; one cut at the cap is truncated), cache the replies,
+def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(isolated_llm, tmp_path, monkeypatch):
+    """A real, small run: train on every chunk of a short adjacent history, generate greedily under
+    the grammar (a reply that completes parses; one cut at the cap is truncated), cache the replies,
     discard the adapter once the history is done."""
     pytest.importorskip("peft")
     pytest.importorskip("llguidance")
@@ -423,19 +423,21 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(tmp
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
 
-    monkeypatch.setattr(llm, "cache_dir", lambda: tmp_path / "cache")
     assert grammar_longest_reply(TINY_BOUNDS) < 220
-    cfg = systems.TempLoRAConfig(chunk_tokens=256, context_tokens=64, epochs=2, rank=4, alpha=4,
+    # Two turns of each of the three sessions (~150 tokens) in 64-token chunks: several chunks, each
+    # trained twice, at a third of the gradient steps' tokens the whole 500-token history would cost.
+    cfg = systems.TempLoRAConfig(chunk_tokens=64, context_tokens=16, epochs=2, rank=4, alpha=4,
                                  max_new_tokens=220)
     s = systems.TempLoRASystem(tmp_path / "stores", cfg, grammar_bounds=TINY_BOUNDS)
-    h = systems.history_for(INSTANCE, "adjacent")
+    adjacent = systems.history_for(INSTANCE, "adjacent")
+    h = systems.History(adjacent.history_id, "adjacent", tuple(session[:2] for session in adjacent.sessions))
     d = systems.store_dir(tmp_path / "stores", "temp_lora", h.history_id)
     s.ingest(h)
     assert not (d / "INGESTED").exists()  # training waits until a reply is not cached
     ans = s.answer(h, "What is my ZIP code?")
     info = json.loads((d / "INGESTED").read_text())
     n = len(s._token_ids(h))
-    assert info["tokens"] == n and info["chunks"] == -(-n // 256) > 1
+    assert info["tokens"] == n and info["chunks"] == -(-n // 64) > 2
     assert info["steps"] == 2 * info["chunks"] == len(info["losses"]) and info["epochs"] == 2
     assert info["base_model"] == "SmolLM2-135M-Instruct" and (d / "adapter" / "adapter_config.json").is_file()
     assert ans.finish_reason == "stop" and not ans.parsed.malformed, ans.parsed.raw  # the grammar held
