@@ -78,22 +78,29 @@ def load1(proc: Path = Path("/proc")) -> float:
 
 
 def watch(cmd: list[str], *, interval_s: float = 1.0, samples_path: Path | None = None) -> BuildLoad:
-    """Run cmd to its end, sampling its compilers and the machine's load every interval_s."""
-    rows = []
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd)
-    while True:
-        done = proc.poll() is not None
-        rows.append((round(time.monotonic() - start, 1), load1(), compilers_under(proc.pid)))
-        if done:
-            break
-        time.sleep(interval_s)
-    seconds = time.monotonic() - start
-    if samples_path is not None:
-        samples_path.parent.mkdir(parents=True, exist_ok=True)
-        samples_path.write_text("seconds\tload1\tcompilers\n" + "".join(f"{t}\t{l}\t{c}\n" for t, l, c in rows))
-    return BuildLoad(seconds=seconds, returncode=proc.returncode, samples=len(rows),
-                     peak_compilers=max(c for _, _, c in rows), peak_load1=max(l for _, l, _ in rows))
+    """Run cmd to its end, sampling its compilers and the machine's load every interval_s. Each
+    sample is written as it is taken, so a build stopped halfway keeps the ones it had."""
+    peak_compilers, peak_load, n = 0, 0.0, 0
+    with ExitStack() as stack:
+        out = None
+        if samples_path is not None:
+            samples_path.parent.mkdir(parents=True, exist_ok=True)
+            out = stack.enter_context(open(samples_path, "w"))
+            out.write("seconds\tload1\tcompilers\n")
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd)
+        while True:
+            done = proc.poll() is not None
+            load, compilers = load1(), compilers_under(proc.pid)
+            peak_compilers, peak_load, n = max(peak_compilers, compilers), max(peak_load, load), n + 1
+            if out is not None:
+                out.write(f"{time.monotonic() - start:.1f}\t{load}\t{compilers}\n")
+                out.flush()
+            if done:
+                break
+            time.sleep(interval_s)
+    return BuildLoad(seconds=time.monotonic() - start, returncode=proc.returncode, samples=n,
+                     peak_compilers=peak_compilers, peak_load1=peak_load)
 
 
 def site_binary(site: Path) -> Path | None:

@@ -67,3 +67,11 @@ def test_the_command_line_passes_the_builds_exit_code_through(capsys):
         B.main(["--watch"])
     with pytest.raises(SystemExit):
         B.main(["--", "true"])
+
+
+def test_samples_are_on_disk_while_the_build_runs(tmp_path):
+    """A build stopped halfway (or watched from another shell) keeps the samples taken so far."""
+    samples, seen = tmp_path / "load.tsv", tmp_path / "seen"
+    r = B.watch(["sh", "-c", f"sleep 1; wc -l < {samples} > {seen}"], interval_s=0.1, samples_path=samples)
+    assert r.returncode == 0
+    assert int(seen.read_text()) >= 4  # the header and samples from the first second
