@@ -335,8 +335,13 @@ def test_managed_memory_calls_the_proxy_with_its_token_and_writes_it_nowhere(nam
         monkeypatch.setenv(var, value)  # before mem0 is imported: it reads them then
     if name == "mem0":
         pytest.importorskip("mem0")
-    elif not systems.memos_available():
-        pytest.skip("the MemOS environment is not installed (`make memos-env`)")
+    else:
+        # isolated_llm points the repository root at tmp_path: name the checkout's MemOS environment
+        memos_python = Path(__file__).resolve().parents[1] / ".venv-memos" / "bin" / "python"
+        if memos_python.is_file():
+            monkeypatch.setenv("MEMLIFE_MEMOS_PYTHON", str(memos_python))
+        if not systems.memos_available():
+            pytest.skip("the MemOS environment is not installed (`make memos-env`)")
     srv = FakeServer()
     try:
         reader = systems.Reader(point_at(isolated_llm, srv, model="fake"))
