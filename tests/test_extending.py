@@ -260,3 +260,46 @@ def test_notebooks_20_to_23_run_the_toy_policy_named_in_a_profile(tmp_path, monk
     printed = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
     assert "evicting cells reject after Holm (family: fifo, random, toy)" in printed
     assert "paper: 4 of 12" not in printed  # the paper's count is over another family
+
+
+@pytest.mark.slow
+def test_a_profile_that_extends_smoke_runs_the_toy_system_and_policy_through_make(tmp_path):
+    """What a new user does: toy_memory.py in the project root, a five-line profile that extends
+    smoke, `make` for Table 3 and the decomposition. Reference subjects read (no model call: replay
+    mode with an empty cache makes any call an error), and the toy rows reach the tables."""
+    import os
+    import shutil
+    import subprocess
+
+    import pandas as pd
+
+    root, repo = HERE.parent, tmp_path / "repo"
+    keep = ("10_", "11_", "12_", "13_", "20_", "21_", "22_", "23_")
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    for rel in listed:
+        notebook = rel.startswith("notebooks/") and not rel.startswith("notebooks/.")
+        if (root / rel).is_file() and not (notebook and not rel[len("notebooks/"):].startswith(keep)):
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, repo / rel)  # mtimes kept: the environment's stamps stay current
+    for env_dir in (".venv", ".venv-memos"):
+        (repo / env_dir).symlink_to(root / env_dir)
+    (repo / "toy_memory.py").write_text(example_source())
+    (repo / "configs" / "toyexp.yaml").write_text(
+        "extends: smoke\nnotebooks:\n"
+        "  12_memops_eval: {systems: [long_context, 'toy_memory:RecentTurns'], subject: evidence-oracle}\n"
+        "  21_eviction: {policies: [fifo, random, no_evict, control, 'toy_memory:longest_first']}\n"
+        "  22_read_restore: {reader_name: evidence-oracle}\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMLIFE_") and k not in ("MAKEFLAGS", "MAKELEVEL", "CONDA_DEFAULT_ENV")}
+    env.update(MEMLIFE_LLM_MODE="replay", MEMLIFE_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(repo / "lib"))
+    targets = [f"results/toyexp/notebooks/{nb}.ipynb" for nb in ("13_memops_tables", "23_decomposition")]
+    done = subprocess.run(["make", *targets, "PROFILE=toyexp"], cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    tables = repo / "results" / "toyexp" / "tables"
+    table3 = pd.read_csv(tables / "memops_table3.csv")
+    assert any("toy" in str(m) for m in table3.iloc[:, 0]), table3.iloc[:, 0].tolist()
+    decomposition = pd.read_csv(tables / "restore_decomposition.csv")
+    assert "toy" in set(decomposition["policy"])
+    assert set(pd.read_csv(tables / "restore_r2_regime_gap.csv")["policy"]) == {"fifo", "random", "toy"}
