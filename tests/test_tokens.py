@@ -32,7 +32,9 @@ def test_any_lines_count_as_their_join(lines):
 
 
 def test_a_content_is_encoded_once_across_histories():
-    # The same turn at another session number: only its new head is encoded.
+    # The same turn at another session number: only its new head is encoded. The cache is this
+    # process's, which earlier tests in the same worker have filled: start from an empty one.
+    tokens._count_part.cache_clear()
     tokens.count_lines(["[session 3] user: a turn that recurs", "[session 3] assistant: its reply"])
     before = tokens._count_part.cache_info().misses
     tokens.count_lines(["[session 7] user: a turn that recurs", "[session 7] assistant: its reply"])
