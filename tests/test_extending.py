@@ -295,6 +295,9 @@ def test_a_profile_that_extends_smoke_runs_the_toy_system_and_policy_through_mak
     env.update(MEMLIFE_LLM_MODE="replay", MEMLIFE_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=str(repo / "lib"))
     targets = [f"results/toyexp/notebooks/{nb}.ipynb" for nb in ("13_memops_tables", "23_decomposition")]
+    # The copy shares this checkout's environments: a make that would reinstall them must not run
+    plan = subprocess.run(["make", "-n", *targets, "PROFILE=toyexp"], cwd=repo, env=env, capture_output=True, text=True)
+    assert "pip install" not in plan.stdout, "the environment is out of date: run `make env` first"
     done = subprocess.run(["make", *targets, "PROFILE=toyexp"], cwd=repo, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     tables = repo / "results" / "toyexp" / "tables"

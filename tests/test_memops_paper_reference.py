@@ -11,7 +11,7 @@ from memlife.memops.schema import CATEGORIES
 from paper_text import excerpt, lines_missing_from_full_text
 
 # tests/data/papers/000_0a943ab90c8855d8.excerpt.txt: the category split and Tables 2-5, as printed.
-EXCERPT_SHA256 = "026d6937414f66aece04e7abe0c18fe56dc9d3f27583334111eecb5b9b66179e"
+EXCERPT_SHA256 = "2f5057621faa0b18863511c26f7cb9f25c91286f5794b4e980e331cef83b8efb"
 CATEGORY_LINE = "Topic Coverage."
 
 

@@ -5,7 +5,7 @@ from memlife import paper_reference as pr
 from paper_text import excerpt, lines_missing_from_full_text
 
 # tests/data/papers/001_27ccb21e463f18b5.excerpt.txt: the restore paper's lines that hold the quotes.
-EXCERPT_SHA256 = "bd641be25c7d01cc8fa1f808fff745f0a6839c5fa4baa8b40690b0c82d1772ea"
+EXCERPT_SHA256 = "411656e3d22b426d4890882549c8cb7cac4b1b5dd6689e59ecddfcf27f4db3d2"
 
 
 def _excerpt() -> list[str]:
