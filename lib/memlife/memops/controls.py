@@ -29,7 +29,7 @@ from . import metrics, systems
 from .evaluate import select_instances
 from .schema import Instance
 from .subjects import (MODEL_FREE_SYSTEMS, SubjectReader, any_evidence, confusable, evidence_available,
-                       item_key, reply)
+                       reply)
 from .systems import RETRIEVAL_TOKENS
 
 SWEEP_K = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, 200)
@@ -502,7 +502,8 @@ def coverage(records: pd.DataFrame, noise: ref.Noise, *, reps: int, n_boot: int,
         missed, confused = o == ref.MISS, o == ref.CONFUSE
         eligible_conf = ~missed & g["confusable"].to_numpy(dtype=bool)[None, :]
         checks = {
-            "miss": (missed, np.ones_like(missed), float(np.mean(noise.miss_rate(g["context_tokens"].to_numpy(float))))),
+            "miss": (missed, np.ones_like(missed),
+                     float(np.mean(noise.miss_rate(g["context_tokens"].to_numpy(float))))),
             "confusion": (confused, eligible_conf, noise.confusion),
         }
         for rate, (hits, eligible, planted) in checks.items():
