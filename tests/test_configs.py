@@ -48,6 +48,24 @@ def test_notebooks_are_committed_without_outputs(nb):
     assert not any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code")
 
 
+
+# The notebooks that analyse (rather than build data or ask models): each ends with exercises.
+ANALYSIS_NOTEBOOKS = {"11_memops_stats", "13_memops_tables", "14_memops_controls", "21_eviction", "22_read_restore",
+                      "23_decomposition", "24_robustness", "25_restore_controls"}
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_say_what_to_look_for_and_analyses_end_with_checked_exercises(nb):
+    cells = json.loads(nb.read_text())["cells"]
+    assert "**What to look for**" in "".join(cells[0]["source"]), f"{nb.name}: the opening cell says what to look for"
+    if nb.stem not in ANALYSIS_NOTEBOOKS:
+        return
+    heads = [i for i, c in enumerate(cells) if "".join(c["source"]).startswith("### Exercise")]
+    assert len(heads) >= 2, f"{nb.name}: at least two exercises"
+    for i in heads:  # each exercise's prediction is checked by the code cell after it
+        code = next(c for c in cells[i + 1:] if c["cell_type"] == "code")
+        assert "assert " in "".join(code["source"]), f"{nb.name}: exercise at cell {i} asserts its prediction"
+
 def test_unknown_profile_and_section_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"unknown profile 'huge': no .*configs/huge.yaml \(profiles here: paper, quick, smoke\)"):
         paths.layout("huge", ROOT)

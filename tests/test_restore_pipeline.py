@@ -199,3 +199,18 @@ def test_a_read_longer_than_the_embedded_window_is_refused_before_any_call():
     # an endpoint refuses over-long requests itself; a reference subject has no window
     assert pipeline.embedded_prompt_tokens(long, SimpleNamespace(is_embedded=False), 128) is None
     assert pipeline.embedded_prompt_tokens(long, object(), 128) is None
+
+
+def test_rereading_a_run_needs_a_reference_subject_and_the_runs_outputs(tmp_path, monkeypatch):
+    """`pipeline.reread_run` (the exercises of notebooks 23 and 24) reads with a subject whose
+    answers are known, never the model, and says None, not an error, before notebooks 20 and 21 ran."""
+    import shutil
+
+    from memlife import paths
+    from memlife.restore import pipeline as restore_pipeline
+
+    shutil.copytree(paths.repo_root() / "configs", tmp_path / "configs")
+    monkeypatch.setenv("MEMLIFE_ROOT", str(tmp_path))
+    with pytest.raises(ValueError, match="reference subject"):
+        restore_pipeline.reread_run("smoke", "llm")
+    assert restore_pipeline.reread_run("smoke", ref.EVIDENCE_ORACLE) is None

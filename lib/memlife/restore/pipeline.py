@@ -130,6 +130,30 @@ def plan_grid(questions: Sequence[Question], evictions: Sequence[Eviction], *, k
     return reads, arms.plan_reads(reads)
 
 
+
+def reread_run(profile: str, subject: str, *, seed: int = 0, ablation_arms: bool = True) -> pd.DataFrame | None:
+    """Notebook 22's grid of a profile's run read again by a reference subject (`ref.SUBJECTS`;
+    no model call): the same questions (notebook 20's file), evictions (notebook 21's), k and
+    injection cap (notebook 22's), so the subject's records line up with the run's reader's, cell
+    for cell. None when notebooks 20 and 21 have not written their outputs. The teaching exercises
+    of notebooks 23 and 24 use it to show what each bin measures on a reader whose answers are known."""
+    from memlife import paths
+
+    if subject not in ref.SUBJECTS:
+        raise ValueError(f"reread_run reads with a reference subject {ref.SUBJECTS}, not {subject!r}: "
+                         "a model reader is notebook 22's own run")
+    p22 = config.notebook_params(profile, "22_read_restore")
+    source = longmem.resolve_source(p22["source"])
+    evictions_path = paths.layout(profile).run / "restore" / "evictions.parquet"
+    if not (longmem.dataset_path(profile, source).is_file() and evictions_path.is_file()):
+        return None
+    questions = longmem.load_dataset(profile, source)
+    histories = {q.question_id: units.units_of(q) for q in questions}
+    reads, plan = plan_grid(questions, evict.from_frame(pd.read_parquet(evictions_path)), k=int(p22["k"]),
+                            restore_cap=int(p22["restore_cap"]), ablation_arms=ablation_arms)
+    reader = make_reader(subject, questions, histories, seed, profile)
+    return arms.records(reads, arms.read_all(plan, reader), {q.question_id: q for q in questions}, reader.model)
+
 def check_reads(reads: Sequence[arms.Read], questions: Sequence[Question], restore_cap: int,
                 histories: Mapping[str, Sequence[Unit]] | None = None) -> None:
     """The construction's identities, on the reads themselves (notebook 22's checks):
