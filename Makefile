@@ -271,11 +271,15 @@ reproduce: $(EXECUTED)
 
 # The committed outputs come from a whole quick run, copied only when asked: an experiment on any
 # profile, quick included, never changes them by itself.
+# The executed notebooks it commits are a replay's, as a reader's `make reproduce` makes them (a
+# live run's also show Temp-LoRA's training and the server's timings); the tables are the same.
 publish:
 	@rm -rf results/quick data/quick  # a resumed notebook's calls log lacks the calls of the work it kept
 	@$(MAKE) --no-print-directory reproduce PROFILE=quick
-	@$(PY) -m memlife.report publish --profile quick
 	@$(PY) -m memlife.replies export --profile quick
+	@rm -rf results/quick data/quick
+	@MEMLIFE_LLM_MODE=replay $(MAKE) --no-print-directory reproduce PROFILE=quick
+	@$(PY) -m memlife.report publish --profile quick
 
 # What a run would send and cost, before any call is made (memlife.estimate); NB=NN_name for one
 # notebook. It needs no llama-server and no endpoint key.

@@ -115,3 +115,25 @@ def test_the_committed_executed_notebooks_show_every_figure_their_sources_save()
         assert copy.is_file(), f"{copy}: missing; run make publish"
         assert executed.inline_images(copy) >= executed.figure_calls(source), copy
         assert (dest / f"{source.stem}.html").is_file()
+
+
+def test_normalize_drops_what_differs_on_every_run_papermill_ids_widgets_and_timing_cells(tmp_path):
+    def run(seed: int) -> nbformat.NotebookNode:
+        params = new_code_cell("profile = 'quick'", metadata={"tags": ["injected-parameters"]})
+        params.id = f"random{seed}"
+        bars = new_code_cell("reader.complete_many(requests)")
+        bars.outputs = [new_output("display_data", data={"application/vnd.jupyter.widget-view+json":
+                                                         {"model_id": f"m{seed}", "version_major": 2},
+                                                         "text/plain": f"first pass: {seed}%"}),
+                        new_output("stream", name="stdout", text="6 answers\n")]
+        timed = new_code_cell("throughput", metadata={"tags": [executed.TIMING_TAG]})
+        timed.outputs = [new_output("execute_result", data={"text/plain": f"{seed * 1.7} requests/s"})]
+        bars.id, timed.id = "bars", "timed"  # the source notebook's ids, which papermill keeps
+        return new_notebook(cells=[params, bars, timed])
+
+    a, b = (executed.normalize(run(s), tmp_path) for s in (3, 8))
+    assert nbformat.writes(a) == nbformat.writes(b)
+    params, bars, timed = a.cells
+    assert params.id == "injected-parameters"
+    assert [o.output_type for o in bars.outputs] == ["stream"]  # the count stays, the frozen bar goes
+    assert "times the run itself" in timed.outputs[0].text

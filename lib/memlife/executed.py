@@ -7,7 +7,12 @@ all. The source notebooks in `notebooks/` stay output-free.
 What a replay of the same run changes is taken out, so that a replayed publish leaves git clean:
 papermill's and the kernel's timings and paths (notebook and cell metadata), what went to stderr
 (warnings name files and versions of this machine), execution counts, and the checkout's absolute
-path wherever an output prints one (a figure cell ends in the path `save_figure` returned).
+path wherever an output prints one (a figure cell ends in the path `save_figure` returned), the
+random id papermill gives the parameters cell it injects, progress-bar widgets (a frozen frame
+and a random model id), and the outputs of cells tagged `timing`, which measure the run itself
+(wall times, requests per second) and so differ on every run. A notebook prints any other
+duration to stderr. `make publish` publishes a replay of the run it made, as a reader's
+`make reproduce` runs it.
 """
 from __future__ import annotations
 
@@ -20,6 +25,10 @@ import nbformat
 
 FOLDER = ("results", "notebooks")
 _CELL_METADATA_KEPT = ("tags",)
+TIMING_TAG = "timing"
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+_TIMING_NOTE = ("(This cell times the run itself; its figures differ on every run and are left out of the "
+                "committed copy. Run the notebook to see this machine's.)\n")
 
 
 def normalize(nb: nbformat.NotebookNode, root: Path) -> nbformat.NotebookNode:
@@ -33,9 +42,17 @@ def normalize(nb: nbformat.NotebookNode, root: Path) -> nbformat.NotebookNode:
         if cell.cell_type != "code":
             continue
         cell.execution_count = None
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags:
+            cell.id = "injected-parameters"
+        if TIMING_TAG in tags:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=_TIMING_NOTE)]
+            continue
         outputs = []
         for o in cell.outputs:
             if o.output_type == "stream" and o.name == "stderr":
+                continue
+            if _WIDGET in o.get("data", {}):
                 continue
             if "execution_count" in o:
                 o.execution_count = None
