@@ -49,6 +49,14 @@ def test_notebooks_are_committed_without_outputs(nb):
 
 
 
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_a_fixed_id_so_an_executed_copy_is_the_same_on_every_run(nb):
+    """A cell without an id gets a random one from nbformat each time papermill runs the notebook,
+    and the committed executed copy would change on every replay."""
+    cells = json.loads(nb.read_text())["cells"]
+    ids = [c.get("id") for c in cells]
+    assert all(ids) and len(set(ids)) == len(ids), f"{nb.name}: cells without a unique id"
+
 # The notebooks that analyse (rather than build data or ask models): each ends with exercises.
 ANALYSIS_NOTEBOOKS = {"11_memops_stats", "13_memops_tables", "14_memops_controls", "21_eviction", "22_read_restore",
                       "23_decomposition", "24_robustness", "25_restore_controls"}
