@@ -238,3 +238,24 @@ def test_availability_by_hand_and_as_clustered_ratio():
     iv = stats.clustered_ratio(rec.iloc[:4].assign(a=lambda d: d["available"].astype(float)), "instance_id", "a",
                                n_boot=300, seed=4)
     assert (none["low"], none["high"]) == (iv.low, iv.high)
+
+
+def test_the_configured_paper_scale_budget_is_the_smallest_the_committed_sweep_lets_both_granularities_reach():
+    """The rule in docs/memops.md ("How the budget was chosen"): notebook 14's configured budget at quick and
+    paper, and notebook 12's at paper, is the smallest budget of the committed sweep at which every probe's
+    evidence can fit at both granularities in the long-context setting (`reachable` = 1, widest window)."""
+    import pandas as pd
+
+    from memlife import config, paths
+
+    root = paths.repo_root()
+    table = pd.read_csv(root / "results" / "tables" / "memops_evidence_availability_overall.csv")
+    sweep = table[table["system"].isin(["bm25_turn", "bm25_session"]) & (table["setting"] == "long_context")
+                  & (table["reader_window"] == table["reader_window"].max())
+                  & table["retrieval_tokens"].notna() & table["k"].isna()]
+    reach_all = sweep.groupby("retrieval_tokens")["reachable"].min()
+    smallest = int(reach_all[reach_all >= 1.0].index.min())
+    assert smallest == 16_000
+    assert config.notebook_params("quick", "14_memops_controls", root)["retrieval_tokens"] == smallest
+    assert config.notebook_params("paper", "14_memops_controls", root)["retrieval_tokens"] == smallest
+    assert config.notebook_params("paper", "12_memops_eval", root)["retrieval_tokens"] == smallest
