@@ -116,7 +116,7 @@ def test_a_policy_that_overfills_the_store_or_invents_units_fails_by_name(toy):
 def test_the_toy_system_runs_through_notebook_12s_evaluation_beside_a_papers_system(toy, tmp_path):
     client = _Client()
     cfg = evaluate.EvalConfig(profile="myexp", systems=["long_context", "toy_memory:RecentTurns"],
-                              settings=["adjacent"], max_probes=2, judge=False, reader_max_tokens=320)
+                              settings=["adjacent"], max_probes=2, judge=False)
     records = evaluate.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
     assert set(records["system"]) == {"long_context", "toy"}
     toy_rows, lc_rows = records[records.system == "toy"], records[records.system == "long_context"]

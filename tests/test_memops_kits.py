@@ -48,6 +48,8 @@ def test_a_bad_field_is_named_with_its_file(tmp_path):
      "clue states the key"),
     (lambda d: d["temp"].update(values=[d["main"]["values"][0], *d["temp"]["values"][1:]]), "share"),
     (lambda d: d.update(openers=["Hi {name}", *d["openers"][1:]]), "braces"),
+    (lambda d: d["main"].update(values=["the caf\u00e9 on Mill Lane", *d["main"]["values"][1:]]), "printable ASCII"),
+    (lambda d: d.update(openers=['I said "hello"', *d["openers"][1:]]), "without quotes"),
     (lambda d: d.update(owners=["sister", *d["owners"][1:]]), "starting 'my '"),
     (lambda d: d.update(key="other"), "differs from the file name"),
     (lambda d: d["reflect"][0].update(conclusion="The user likes their free time.", key="their free time"),

@@ -261,3 +261,13 @@ def test_summarize_rates_leaks_over_well_formed_replies_and_reports_malformed():
     assert out["leakage"] == 1.0 and out["malformed"] == pytest.approx(2 / 3) and out["n"] == 3
     assert out["accuracy"] == 0.0
     assert "Malformed" in metrics.summarize(recs, ["system"]).rename(columns=metrics.TABLE3_COLUMNS)
+
+
+def test_a_word_hyphenated_to_a_value_is_no_cue_about_it():
+    """"metrics-first reporting" states metrics (a kit's reflection conclusion, which the gold
+    response quotes); "metrics first, then ..." and "you first said metrics" place it in the past."""
+    from memlife.memops.metrics import stances
+
+    assert stances("Your manager values data-backed, metrics-first reporting.", "metrics") == [frozenset()]
+    assert stances("metrics first, then words", "metrics") == [frozenset({"previous"})]
+    assert stances("You first said metrics, then words", "metrics") == [frozenset({"previous"})]

@@ -266,8 +266,11 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
     seen.update(srv.requests)
     caps.update(srv.max_tokens)
     srv.close()
-    # Mem0's and MemOS's own extraction calls carry the run's cap; the reader keeps its own.
-    assert caps == {77, evaluate.EvalConfig().reader_max_tokens}
+    # Mem0's and MemOS's own extraction calls carry the run's cap; the reader keeps its own (by
+    # default the longest reply the grammar of the dataset's gold bounds admits).
+    from memlife.memops.response import grammar_longest_reply
+
+    assert caps == {77, grammar_longest_reply(evaluate.gold_grammar_bounds([INSTANCE]))}
 
     # No request reached the model twice, except each one that was in flight when killed.
     repeats = {k: n for k, n in seen.items() if n > 1}
@@ -473,21 +476,21 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
 def test_changing_an_answer_parameter_asks_again_and_records_only_the_current_run(tmp_path):
     client = _EchoClient()
     base = dict(systems=["long_context", "bm25_turn"], settings=["adjacent"], max_probes=2, judge=False)
-    first = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=300, **base), tmp_path,
+    first = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1200, **base), tmp_path,
                          reader_client=client, progress=False)
     assert len(client.seen) == 4 and len(first) == 4 and first["run_key"].nunique() == 1
     # Same parameters: everything is journalled, nothing is asked.
-    evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=300, **base), tmp_path,
+    evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1200, **base), tmp_path,
                  reader_client=client, progress=False)
     assert len(client.seen) == 4
     # Another token cap changes the answers: asked again, and only the new answers are the records.
-    second = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=200, **base), tmp_path,
+    second = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1000, **base), tmp_path,
                           reader_client=client, progress=False)
     assert len(client.seen) == 8 and len(second) == 4
     assert set(second["run_key"]) != set(first["run_key"])
     assert len(pd.read_parquet(tmp_path / "records.parquet")) == 4
     # A smaller selection under the same key asks nothing and records just that selection.
-    third = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=200, **{**base, "max_probes": 1}),
+    third = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1000, **{**base, "max_probes": 1}),
                          tmp_path, reader_client=client, progress=False)
     assert len(client.seen) == 8 and len(third) == 2
     assert len(evaluate.collect(tmp_path)) == 8  # the journals keep every answer ever given
@@ -507,8 +510,8 @@ def test_temp_lora_generates_under_the_readers_token_cap(tmp_path, monkeypatch):
 
     monkeypatch.setattr(systems, "make_system", make_system)
     cfg = evaluate.EvalConfig(systems=["temp_lora"], settings=["adjacent"], temp_lora_settings=["adjacent"],
-                              max_probes=1, reader_max_tokens=345, temp_lora_epochs=3, judge=False)
+                              max_probes=1, reader_max_tokens=1345, temp_lora_epochs=3, judge=False)
     with pytest.raises(Stop):
         evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
-    assert seen["temp_lora"].max_new_tokens == 345 > systems.TempLoRAConfig().max_new_tokens
+    assert seen["temp_lora"].max_new_tokens == 1345 > systems.TempLoRAConfig().max_new_tokens
     assert seen["temp_lora"].epochs == 3  # temp_lora_epochs is the method's epochs per chunk

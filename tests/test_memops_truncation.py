@@ -63,6 +63,32 @@ def test_the_longest_reply_is_what_the_grammar_says_and_one_character_more_is_re
                                    none.model_dump_json())
 
 
+def test_the_grammar_writes_one_byte_a_character_so_its_longest_reply_bounds_its_tokens():
+    _needs_tokenizer()
+    from memlife import tokens
+
+    bounds = {"answer": 12, "operations_items": 0, "provenance_items": 0}
+    g = reply_grammar(bounds)
+    assert evaluate.grammar_admits(g, '{"answer":"the red door","operations":[],"provenance":[]}')
+    for outside in ("the caf\u00e9", 'a \\"quote\\"', "a \\\\ slash", "tab\\there"):
+        assert not evaluate.grammar_admits(g, '{"answer":"' + outside + '","operations":[],"provenance":[]}'), outside
+    # the worst case for a byte-level BPE: every character its own token, never more
+    longest = _longest({**GRAMMAR_BOUNDS, "answer": 40}).model_dump_json().replace("a" * 40, "~!" * 20)
+    assert tokens.count_embedded(longest) <= len(longest) == grammar_longest_reply({"answer": 40})
+
+
+def test_the_cap_defaults_to_the_grammars_longest_reply_and_a_lower_one_is_refused():
+    bounds = {"answer": 30, "target": 5, "old_value": 6, "new_value": 7, "provenance_quote": 9,
+              "operations_items": 3, "provenance_items": 2}
+    longest = grammar_longest_reply(bounds)
+    assert evaluate.resolve_reply_cap(None, bounds, bounded=True) == longest
+    assert evaluate.resolve_reply_cap(longest + 5, bounds, bounded=True) == longest + 5
+    with pytest.raises(evaluate.ReplyRoomError, match=rf"reader_max_tokens={longest - 1} .* at least {longest}"):
+        evaluate.resolve_reply_cap(longest - 1, bounds, bounded=True)
+    # an API reader answers under the plain schema, not this grammar: its cap is its own
+    assert evaluate.resolve_reply_cap(50, bounds, bounded=False) == 50
+
+
 def test_check_reply_room_refuses_a_grammar_that_rules_out_a_gold_reply():
     _needs_tokenizer()
     tight = systems.Reader(_Client([]), max_tokens=1000, grammar_bounds={**evaluate.gold_grammar_bounds([INSTANCE]),
@@ -81,10 +107,11 @@ class _Client:
 
     def __init__(self, replies):
         self.replies = list(replies)
-        self.grammars = []
+        self.grammars, self.caps = [], []
 
     def complete_json(self, messages, *, schema, max_tokens, grammar=None, **kw):
         self.grammars.append(grammar)
+        self.caps.append(max_tokens)
         text, finish = self.replies.pop(0)
         c = completion(text, finish_reason=finish)
         try:
@@ -100,10 +127,11 @@ def test_a_reply_cut_at_the_cap_is_truncated_not_malformed_in_records_notices_an
                ('{"answer":"I think the answer is the', "length"),  # cut off at the cap
                ("I don't know.", "stop")]                        # ended on its own, not JSON
     client = _Client(replies)
-    cfg = evaluate.EvalConfig(systems=["long_context"], settings=["adjacent"], max_probes=3, reader_max_tokens=2000,
-                              judge=False)
+    cfg = evaluate.EvalConfig(systems=["long_context"], settings=["adjacent"], max_probes=3, judge=False)
     recs = evaluate.run([INSTANCE], cfg, tmp_path, reader_client=client, progress=False)
     assert all(g == client.grammars[0] and "char{0," in g for g in client.grammars)  # the grammar went out
+    # with the cap that no grammatical reply can reach
+    assert client.caps == [grammar_longest_reply(evaluate.gold_grammar_bounds([INSTANCE]))] * 3
     by = recs.set_index("probe_id")
     ids = [p.probe_id for p in evaluate.select_probes([INSTANCE], 3)[0]]
     assert by.loc[ids, "truncated"].tolist() == [False, True, False]
@@ -162,3 +190,29 @@ def test_estimate_prices_temp_lora_training_per_setting(tmp_path):
         assert r["hours"] == pytest.approx(sum(s.tokens for s in sched) / 2048 * 10.0 / 3600)
     text = "\n".join(estimate.render_temp_lora(t))
     assert "2 epochs per chunk" in text and "not run at this profile" in text
+
+
+def test_the_embedded_readers_fit_fills_its_window_exactly_beside_the_longest_reply():
+    """The embedded reader counts its prompt in its own tokenizer: what it keeps fits the window
+    with the chat template and the cap, and one more line would not (no margin is wasted on
+    o200k's counts, which an 8k window holding a ~2.5k-token reply cannot spare)."""
+    _needs_tokenizer()
+    from memlife import tokens
+
+    lines = systems.format_turns(systems.history_for(INSTANCE, "long_context").turns()) * 20
+    reader = systems.Reader(_Client([]), max_tokens=2456, context_window=8192,
+                            grammar_bounds=evaluate.gold_grammar_bounds([INSTANCE]))
+    question = INSTANCE.probes[0].question
+
+    def need(kept):
+        system, user = reader.messages("\n".join(kept), question)
+        return (tokens.count_embedded(system["content"]) + tokens.count_embedded(user["content"])
+                + tokens.CHAT_TEMPLATE_TOKENS + reader.max_tokens)
+
+    kept, dropped = reader.fit(lines, question)
+    assert dropped > 0 and kept == lines[len(lines) - len(kept):]
+    assert need(kept) <= 8192 < need(lines[len(lines) - len(kept) - 1:]) + reader.question_allowance
+    # an endpoint reader keeps its o200k margin: it keeps fewer lines of the same window
+    endpoint = systems.Reader(type("E", (), {"is_embedded": False, "model": "m"})(), max_tokens=2456,
+                              context_window=8192)
+    assert len(endpoint.fit(lines, question)[0]) < len(kept)

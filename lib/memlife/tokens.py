@@ -142,6 +142,11 @@ def embedded_ids(text: str) -> list[int]:
     return _embedded_tokenizer()(text, add_special_tokens=False)["input_ids"]
 
 
+# The chat template's tokens around a system and a user message (SmolLM2's: role markers and
+# separators, 15 tokens; rounded up).
+CHAT_TEMPLATE_TOKENS = 32
+
+
 def count_embedded(text: str) -> int:
     """Tokens of `text` in the embedded model's own tokenizer (read from the GGUF the server runs,
     with no server): what a completion of this text costs against its `max_tokens`."""

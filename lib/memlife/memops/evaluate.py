@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,7 +53,9 @@ class EvalConfig:
     top_k_sessions: int | None = None
     retrieval_tokens: int | None = RETRIEVAL_TOKENS  # (`systems` is a field name here)
     top_k_memories: int = 10
-    reader_max_tokens: int = 192
+    # The reader's token cap. None: the longest reply the reply grammar admits (resolve_reply_cap),
+    # so that no grammatical reply can be cut; a number below it is refused for the embedded reader.
+    reader_max_tokens: int | None = None
     temp_lora_epochs: int = 2  # per chunk, every chunk of the history (systems.TempLoRAConfig: the paper's 2)
     temp_lora_settings: list[str] = field(default_factory=lambda: ["adjacent"])
     mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
@@ -114,7 +116,24 @@ def gold_grammar_bounds(instances: list[Instance]) -> dict[str, int]:
 
 
 class ReplyRoomError(ValueError):
-    """The reader's token cap is below a gold response it could be asked to give."""
+    """The reader's token cap is below a gold response it could be asked to give, or below the
+    longest reply its grammar admits."""
+
+
+def resolve_reply_cap(configured: int | None, bounds: dict, *, bounded: bool) -> int:
+    """The reader's token cap: `configured`, or when None the longest reply the grammar of
+    `bounds` admits, which is also the most tokens such a reply can take (one ASCII byte a
+    character, `response.grammar_longest_reply`). A reader sampling under that grammar (the
+    embedded one) with a configured cap below it is refused: a reply within every bound could be
+    cut off, which is a truncation the cap caused, not the model."""
+    longest = grammar_longest_reply(bounds)
+    if configured is None:
+        return longest
+    if bounded and int(configured) < longest:
+        raise ReplyRoomError(f"reader_max_tokens={configured} is below the longest reply the reader's grammar admits "
+                             f"({longest} tokens at most, bounds {bounds}): a reply within every bound could be cut "
+                             f"off; raise it to at least {longest}, or leave it null to take exactly that")
+    return int(configured)
 
 
 def check_reply_room(reader: "systems.Reader", asked: list[tuple[Instance, list]]) -> int:
@@ -367,30 +386,34 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
             raise ValueError(f"reference subject {cfg.subject!r} reads without a model: systems {needs_model} "
                              f"and Mem0's LLM extraction need one (model-free: {model_free}, mem0_infer=False)")
         # The configured reader's client sets the window, so the subject sees what that model would.
-        reader = SubjectReader(reader_client, max_tokens=cfg.reader_max_tokens, subject=cfg.subject, seed=cfg.seed)
+        cap = resolve_reply_cap(cfg.reader_max_tokens, gold_grammar_bounds(instances), bounded=False)
+        reader = SubjectReader(reader_client, max_tokens=cap, subject=cfg.subject, seed=cfg.seed)
         reader_model = reader.model
     else:
-        reader = systems.Reader(reader_client, max_tokens=cfg.reader_max_tokens, memory_hint=cfg.memory_hint,
-                                grammar_bounds=gold_grammar_bounds(instances))
+        bounds = gold_grammar_bounds(instances)
+        reader = systems.Reader(reader_client, max_tokens=0, memory_hint=cfg.memory_hint, grammar_bounds=bounds)
+        reader.max_tokens = resolve_reply_cap(cfg.reader_max_tokens, bounds, bounded=reader.is_bounded())
         reader_model = str(getattr(reader_client, "model", "?"))
     chosen = select_instances(instances, cfg.max_instances)
     asked = select_probes(chosen, cfg.max_probes)
     gold_tokens = None if cfg.subject else check_reply_room(reader, list(zip(chosen, asked)))
     grammar = reader.grammar_bounds if reader.is_bounded() else None
-    key = run_key(cfg, reader_model, grammar, reader.grammar() if grammar is not None else None)
+    # the cap as resolved is what changes an answer (None and the number it resolves to: one key)
+    key = run_key(replace(cfg, reader_max_tokens=reader.max_tokens), reader_model, grammar,
+                  reader.grammar() if grammar is not None else None)
     keys = {s.name: system_run_key(key, s) for s in specs}  # the paper's systems: `key` itself
-    # The longest reply the grammar admits (characters; tokens at most, for ASCII text): a cap
-    # below it can still cut a reply that runs every field to its bound, which is then reported
-    # truncated, never silently scored as a format failure.
+    # The longest reply the grammar admits (characters, and so tokens at most): the embedded
+    # reader's cap is never below it (resolve_reply_cap), so no reply within the grammar is cut.
     longest = grammar_longest_reply(grammar) if grammar is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps({**asdict(cfg), "reader": reader_model, "run_key": key,
                                                      "judge_used": bool(use_judge), "grammar_bounds": grammar,
                                                      "longest_gold_reply_tokens": gold_tokens,
-                                                     "grammar_longest_reply_chars": longest},
+                                                     "grammar_longest_reply_chars": longest,
+                                                     "reader_cap_tokens": reader.max_tokens},
                                                     indent=1, sort_keys=True))
-    # Temp-LoRA's generation gets the reader's token cap: every system has room for a perfect reply
-    lora_cfg = systems.TempLoRAConfig(epochs=cfg.temp_lora_epochs, max_new_tokens=cfg.reader_max_tokens)
+    # Temp-LoRA's generation gets the reader's token cap (and grammar): no grammatical reply is cut
+    lora_cfg = systems.TempLoRAConfig(epochs=cfg.temp_lora_epochs, max_new_tokens=reader.max_tokens)
     selection = set()
     work = []  # per system, per setting: the journal and the probes it still lacks
     for name in (s.name for s in specs):
@@ -593,7 +616,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-k-memories", type=int, default=10)
     ap.add_argument("--mem0-infer", choices=("auto", "yes", "no"), default="auto")
     ap.add_argument("--extract-max-tokens", type=int, default=384)
-    ap.add_argument("--reader-max-tokens", type=int, default=EvalConfig().reader_max_tokens)
+    ap.add_argument("--reader-max-tokens", type=int, default=None,
+                    help="the reader's token cap (default: the longest reply its grammar admits)")
     a = ap.parse_args(argv)
     cfg = EvalConfig(systems=a.systems.split(","), settings=a.settings.split(","),
                      max_instances=a.max_instances, max_probes=a.max_probes,

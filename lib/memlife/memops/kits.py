@@ -46,13 +46,20 @@ class _Strict(BaseModel):
 
     @field_validator("*", mode="after")
     @classmethod
-    def _no_braces_or_blank(cls, v, info):
+    def _writable_text(cls, v, info):
         for s in (v if isinstance(v, tuple) else (v,)):
             if isinstance(s, str):
                 if not s.strip():
                     raise ValueError("must not be blank")
                 if "{" in s or "}" in s:
                     raise ValueError(f"must not contain braces (they are template slots): {s!r}")
+                # The readers' reply grammar writes printable ASCII without quotes or backslashes
+                # (one byte a character, so a reply's length bounds its tokens); a gold response
+                # quotes these strings, so they must be written in it.
+                outside = sorted({ch for ch in s if not (" " <= ch <= "~") or ch in '"\\'})
+                if outside:
+                    raise ValueError(f"must be printable ASCII without quotes or backslashes (the reply "
+                                     f"grammar's alphabet), found {outside} in {s!r}")
         return v
 
 

@@ -132,6 +132,8 @@ _TOKEN = re.compile(r"[0-9a-z]+|[,.;:!?()\[\]\n]|--|\u2014|\u2013")
 class _Text:
     tokens: list[str]
     possessive: frozenset[int]  # indices of "s" tokens that were an apostrophe-s
+    # indices of words joined to the word before by one hyphen: "metrics-first", "data-backed"
+    hyphenated: frozenset[int] = frozenset()
 
 
 def _tokens(text: str) -> _Text:
@@ -139,12 +141,15 @@ def _tokens(text: str) -> _Text:
 
     folded = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
     folded = re.sub(r"n't\b", " not", folded)  # isn't -> is not, can't -> ca not
-    tokens, poss = [], set()
+    tokens, poss, joined = [], set(), set()
     for m in _TOKEN.finditer(folded):
         if m.group() == "s" and m.start() > 0 and folded[m.start() - 1] == "'":
             poss.add(len(tokens))
+        if (m.start() > 1 and folded[m.start() - 1] == "-" and folded[m.start() - 2].isalnum()
+                and m.group()[0].isalnum()):
+            joined.add(len(tokens))
         tokens.append(m.group())
-    return _Text(tokens, frozenset(poss))
+    return _Text(tokens, frozenset(poss), frozenset(joined))
 
 
 def _is_word(tok: str) -> bool:
@@ -231,6 +236,10 @@ def _look_back(t: _Text, first: int, names: str) -> set[str]:
 def _look_ahead(t: _Text, last: int, names: str) -> set[str]:
     toks, found = t.tokens, set()
     i, seen = last + 1, 0
+    # A word hyphenated to the value makes one compound with it ("metrics-first reporting"),
+    # whose words are no cue about the value: "first" there is not "you first said".
+    while i < len(toks) and i in t.hyphenated:
+        i += 1
     only_fillers, copula, negation = True, False, False
     while i < len(toks) and seen < _AFTER_WINDOW:
         tok = toks[i]

@@ -182,9 +182,13 @@ def bounded_json_schema(bounds: dict | None = None) -> dict:
 # free text is inside the bounded strings and the only free length is the bounded lists.
 # The same grammar text goes to llama-server (as `grammar`) and to Temp-LoRA's own decoder
 # (llguidance), so every system answers under one grammar.
-
-# A JSON string's characters, as llama.cpp's own JSON grammar writes them.
-_GBNF_CHAR = r'''char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'''
+#
+# A string's characters are printable ASCII other than the quote and the backslash, and no escape:
+# every character of a reply is then one byte, and since no token of a byte-level BPE is shorter
+# than a byte, the reply's characters bound its tokens. `grammar_longest_reply` is so a token
+# bound, and a cap at least that long (evaluate.resolve_reply_cap) leaves no grammatical reply
+# that the cap could cut. The gold responses are ASCII (the topic files are; a test checks it).
+_GBNF_CHAR = r'''char ::= [\x20\x21\x23-\x5B\x5D-\x7E]'''
 
 
 def _gbnf_string(n: int) -> str:
@@ -220,10 +224,9 @@ def reply_grammar(bounds: dict | None = None) -> str:
 
 
 def grammar_longest_reply(bounds: dict | None = None) -> int:
-    """Characters in the longest reply `reply_grammar(bounds)` admits, each string character
-    counted once (an escape such as \\u00e9 is longer): every string at its bound, every list
-    full, the longest operation type. An upper bound on its tokens for text without escapes or
-    non-ASCII characters, since no token of a byte-level BPE is shorter than one byte."""
+    """Characters in the longest reply `reply_grammar(bounds)` admits: every string at its bound,
+    every list full, the longest operation type. Every character is one ASCII byte, so this is
+    also the most tokens any grammatical reply can take in a byte-level BPE (SmolLM2's, o200k)."""
     b = {**GRAMMAR_BOUNDS, **(bounds or {})}
     longest_type = max(len(t) for t in PredictedOperation.model_fields["type"].annotation.__args__)
     op = PredictedOperation(type="remember", target="", old_value="", new_value="").model_dump_json()

@@ -130,6 +130,13 @@ def _count(text: str) -> int:
     return tokens.count(text)
 
 
+@lru_cache(maxsize=65_536)
+def _count_embedded(text: str) -> int:
+    from memlife import tokens
+
+    return tokens.count_embedded(text)
+
+
 NO_MEMORY = "(no memory)"  # the context of a handover that kept no line
 
 
@@ -140,7 +147,8 @@ class Reader:
     client: object
     max_tokens: int = 384
     context_window: int | None = None  # None: the endpoint's (8k for the embedded model)
-    # o200k counts differ from the reader's own tokenizer; keep a margin so the prompt fits.
+    # o200k counts differ from an endpoint model's own tokenizer; keep a margin so the prompt fits.
+    # The embedded reader's fit counts in its own tokenizer instead, exactly (`embedded_room`).
     token_margin: float = 0.8
     # Sample under response.reply_grammar: bounded strings and lists, fixed separators (no free
     # whitespace). None: exactly for the embedded model, whose unbounded replies ran to the token
@@ -197,6 +205,19 @@ class Reader:
         budget = int(self.window() * self.token_margin) - reply
         return budget - (_count(self.system_prompt()) + max(self.question_allowance, _count(question)) + 32)
 
+    def embedded_room(self, question: str = "") -> int | None:
+        """For the embedded reader (None otherwise): the tokens its window leaves for memory lines
+        beside the system prompt, the question, the chat template and the reply, in its own
+        tokenizer, so that no margin is spent on another tokenizer's counts. An 8k window that
+        must also hold the longest reply the grammar admits (~2.5k tokens at quick) has none to spare."""
+        if not getattr(self.client, "is_embedded", False):
+            return None
+        from memlife import tokens
+
+        frame = _count_embedded(self.messages("", question)[1]["content"])
+        fixed = _count_embedded(self.system_prompt()) + max(self.question_allowance, frame) + tokens.CHAT_TEMPLATE_TOKENS
+        return self.window() - self.max_tokens - fixed
+
     def fit(self, lines: list[str], question: str) -> tuple[list[str], int]:
         """Drop whole lines from the front until system + context + question fit the window."""
         kept, dropped, _ = self.measure(lines, question)
@@ -204,13 +225,18 @@ class Reader:
 
     def measure(self, lines: list[str], question: str) -> tuple[list[str], int, int]:
         """`fit`, and the tokens of all the lines handed over (each line's + 1, as `fit` counts)."""
-        budget = self.room(question)
-        counts = [line_tokens(line) for line in lines]
-        total = handed = sum(counts)
+        counts = [line_tokens(line) for line in lines]  # what is reported: o200k, as for every reader
+        handed = sum(counts)
+        exact = self.embedded_room(question)
+        if exact is None:
+            budget, sizes = self.room(question), counts
+        else:  # the embedded reader: each line in its own tokens, and its newline
+            budget, sizes = exact, [_count_embedded(line) + 1 for line in lines]
+        total = sum(sizes)
         start = 0
         dropped = 0
         while total > budget and start < len(lines):
-            total -= counts[start]
+            total -= sizes[start]
             dropped += counts[start]
             start += 1
         return lines[start:], dropped, handed

@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from memlife import config, evict, llm, longmem, units
+from memlife import config, evict, llm, longmem, tokens, units
 from memlife.evict import Eviction
 from memlife.longmem import Question
 from memlife import subjects as ref
@@ -192,9 +192,7 @@ def check_reads(reads: Sequence[arms.Read], questions: Sequence[Question], resto
                 assert len(pl.unit_ids) == len(rst.unit_ids), f"{cell}: placebo and restore differ in snippets"
 
 
-# The chat template's tokens around a system and a user message (SmolLM2's: role markers and
-# separators, 15 tokens; rounded up).
-CHAT_TEMPLATE_TOKENS = 32
+CHAT_TEMPLATE_TOKENS = tokens.CHAT_TEMPLATE_TOKENS
 
 
 class ContextTooLong(ValueError):
@@ -206,7 +204,7 @@ def embedded_prompt_tokens(plan: arms.ReadPlan, reader, reader_max_tokens: int) 
     with room for the answer (``ContextTooLong`` otherwise, naming the parameters that size a read).
     None for any other reader: an endpoint's client refuses an over-long request itself, before
     sending it (:class:`memlife.llm.ContextWindowExceeded`), and a reference subject has no window."""
-    from memlife import serve, tokens
+    from memlife import serve
 
     if not getattr(reader, "is_embedded", False):
         return None
