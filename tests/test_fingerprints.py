@@ -25,7 +25,7 @@ def repo(tmp_path):
     """What make reads to decide: the Makefile, the environment's inputs, configs, notebooks, the
     library and the recording, every file dated 2001; the environments linked."""
     repo = tmp_path / "repo"
-    for rel in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-memos.lock"):
+    for rel in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-memos.lock", "requirements-llama.txt"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, repo / rel)
     for rel in ("configs", "notebooks", "lib", "results/replies"):

