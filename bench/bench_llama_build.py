@@ -1,7 +1,8 @@
-"""llama-server builds side by side: the portable build `make env` installs against a native one.
+"""The embedded server side by side: the portable runtime `make env` installs against a native build.
 
-The portable build (x86-64-v3, see LLAMA_CPU_ARGS in the Makefile) is what every run uses; the
-native build (-march=native, `make llama-native`) is built only for this comparison. Both serve the
+The portable runtime (xllamacpp's prebuilt x86-64-v3 server, or the llama-server that
+MEMLIFE_LLAMA_SERVER names) is what every run uses; the native build (-march=native,
+`make llama-native`) is built only for this comparison. Both serve the
 embedded model from private servers; requests alternate between them so that load on the shared
 machine falls on both alike. Prints prompt and generation tokens/s (llama-server's own timings,
 medians) and the portable/native ratio; where the native build dies, how it died.
@@ -114,7 +115,7 @@ def site_binary(site: Path) -> Path | None:
 
 
 def compare() -> None:
-    builds = {"portable": serve.binary_path()}
+    builds = {"portable": None}  # the installed runtime (serve.server_command)
     native = site_binary(paths.repo_root() / "build" / "llama-native" / "site")
     if native is None:
         print("native: not built here (`make llama-native` builds it, about 7 minutes)")
@@ -140,7 +141,7 @@ def compare() -> None:
     print(f"llama-server on the embedded model, {os.cpu_count()} threads, median of {ROUNDS} alternating rounds:")
     for name, m in med.items():
         print(f"  {name:8s} prompt {m['prompt']:7.1f} tokens/s   generation {m['gen']:6.1f} tokens/s   "
-              f"({builds[name]})")
+              f"({builds[name] or serve.runtime()})")
     if "portable" in med and "native" in med:
         p, n = med["portable"], med["native"]
         print(f"  portable / native: prompt {p['prompt'] / n['prompt']:.2f}x, generation {p['gen'] / n['gen']:.2f}x")
