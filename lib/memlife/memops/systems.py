@@ -215,7 +215,8 @@ class Reader:
         from memlife import tokens
 
         frame = _count_embedded(self.messages("", question)[1]["content"])
-        fixed = _count_embedded(self.system_prompt()) + max(self.question_allowance, frame) + tokens.CHAT_TEMPLATE_TOKENS
+        fixed = (_count_embedded(self.system_prompt()) + max(self.question_allowance, frame)
+                 + tokens.CHAT_TEMPLATE_TOKENS)
         return self.window() - self.max_tokens - fixed
 
     def fit(self, lines: list[str], question: str) -> tuple[list[str], int]:
