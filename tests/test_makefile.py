@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def scratch(tmp_path):
     """A directory with the Makefile, pyproject.toml and the locks, and an environment whose deps are stamped."""
-    for name in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-memos.lock", "requirements-llama.txt"):
+    inputs = ("Makefile", "pyproject.toml", "requirements.lock", "requirements-memos.lock", "requirements-llama.txt")
+    for name in inputs:
         shutil.copy(ROOT / name, tmp_path)
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv-memos").mkdir()

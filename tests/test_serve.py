@@ -169,7 +169,6 @@ def test_the_installed_runtime_uses_no_instruction_beyond_x86_64_v3():
     the project made from source did (Makefile LLAMA_CPU_ARGS): its CPU code uses AVX2's ymm
     registers and neither AVX-512's zmm/opmask nor AMX's tile registers."""
     import importlib.util
-    import re
     import subprocess
     from pathlib import Path
 
