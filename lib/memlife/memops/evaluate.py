@@ -391,7 +391,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
         reader_model = reader.model
     else:
         bounds = gold_grammar_bounds(instances)
-        reader = systems.Reader(reader_client, max_tokens=0, memory_hint=cfg.memory_hint, grammar_bounds=bounds)
+        reader = systems.Reader(reader_client, memory_hint=cfg.memory_hint, grammar_bounds=bounds)
         reader.max_tokens = resolve_reply_cap(cfg.reader_max_tokens, bounds, bounded=reader.is_bounded())
         reader_model = str(getattr(reader_client, "model", "?"))
     chosen = select_instances(instances, cfg.max_instances)

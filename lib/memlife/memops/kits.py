@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .response import outside_reply_alphabet
 from .schema import CATEGORIES
 from .schema import normalize_value as _norm  # the normalization answer keys use
 
@@ -56,7 +57,7 @@ class _Strict(BaseModel):
                 # The readers' reply grammar writes printable ASCII without quotes or backslashes
                 # (one byte a character, so a reply's length bounds its tokens); a gold response
                 # quotes these strings, so they must be written in it.
-                outside = sorted({ch for ch in s if not (" " <= ch <= "~") or ch in '"\\'})
+                outside = outside_reply_alphabet(s)
                 if outside:
                     raise ValueError(f"must be printable ASCII without quotes or backslashes (the reply "
                                      f"grammar's alphabet), found {outside} in {s!r}")

@@ -188,7 +188,13 @@ def bounded_json_schema(bounds: dict | None = None) -> dict:
 # than a byte, the reply's characters bound its tokens. `grammar_longest_reply` is so a token
 # bound, and a cap at least that long (evaluate.resolve_reply_cap) leaves no grammatical reply
 # that the cap could cut. The gold responses are ASCII (the topic files are; a test checks it).
-_GBNF_CHAR = r'''char ::= [\x20\x21\x23-\x5B\x5D-\x7E]'''
+REPLY_ALPHABET = frozenset(chr(c) for c in range(0x20, 0x7F)) - {'"', "\\"}
+_GBNF_CHAR = r'''char ::= [\x20\x21\x23-\x5B\x5D-\x7E]'''  # REPLY_ALPHABET as a character class
+
+
+def outside_reply_alphabet(text: str) -> list[str]:
+    """The characters of `text` a reply under `reply_grammar` cannot write, sorted."""
+    return sorted(set(text) - REPLY_ALPHABET)
 
 
 def _gbnf_string(n: int) -> str:
