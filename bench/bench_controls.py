@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memlife import config
 from memlife import subjects as ref
+from memlife.base import config
 
 _TIMES: list[tuple[str, float]] = []
 
@@ -86,8 +86,8 @@ def notebook_14(p: dict, data_dir: Path | None) -> None:
 def notebook_25(p: dict) -> None:
     import pandas as pd
 
-    from memlife.evict import CONTROL
     from memlife.restore import analyses, arms, controls, decompose
+    from memlife.restore.evict import CONTROL
 
     budgets = arms.resolve_budgets(p["budgets"], p["history_tokens"])
     cfg = controls.GridConfig(n_questions=p["n_questions"], history_tokens=p["history_tokens"], budgets=budgets,

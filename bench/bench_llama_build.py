@@ -24,7 +24,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from memlife import paths, serve
+from memlife.base import paths
+from memlife.models import serve
 
 ROUNDS = 8
 PROMPT = ("Here are my notes from the week. " + " ".join(

@@ -14,7 +14,7 @@ import httpx
 
 def main() -> None:
     os.environ.setdefault("MEMLIFE_CACHE_DIR", tempfile.mkdtemp(prefix="memlife-bench-"))
-    from memlife import llm, serve
+    from memlife.models import llm, serve
 
     server = serve.ensure_server()
     client = llm.get_client("reader")
@@ -42,7 +42,7 @@ def main() -> None:
             client.complete(msgs(f"ours{i}"), max_tokens=1)
             ours.append(time.perf_counter() - t0)
     r, o = statistics.median(raw[2:]), statistics.median(ours[2:])
-    print(f"uncached 1-token call: raw HTTP {r * 1e3:.1f} ms, memlife.llm {o * 1e3:.1f} ms "
+    print(f"uncached 1-token call: raw HTTP {r * 1e3:.1f} ms, memlife.models.llm {o * 1e3:.1f} ms "
           f"(median of 10): overhead {(o - r) * 1e3:+.1f} ms, ratio {o / r:.2f}x")
 
     # 3. throughput at concurrency 1, 2 and 4 (distinct prompts, so no cache hits)

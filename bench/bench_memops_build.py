@@ -7,8 +7,8 @@ instances.jsonl. No model is called.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from memlife.memops import gates, longctx, realize

@@ -19,8 +19,8 @@ import hashlib
 import time
 from collections import defaultdict
 
-from memlife import evict, longmem, retrieve, units
-from memlife.restore import arms
+from memlife import longmem, retrieve
+from memlife.restore import arms, dataset, evict, units
 
 
 def stand_in_importance(texts) -> dict[str, float]:
@@ -38,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    records = longmem.build_records("reconstructed", n_questions=args.questions,
+    records = dataset.build_records("reconstructed", n_questions=args.questions,
                                     history_tokens=args.history_tokens, seed=0)
     qs = [longmem.to_question(r) for r in records]
     t_build = time.perf_counter() - t0

@@ -11,7 +11,7 @@ sys.path.insert(0, str(TESTS))  # faultserver and other test helpers
 @pytest.fixture
 def isolated_llm(tmp_path, monkeypatch):
     """A fresh llm layer whose cache, usage logs and results live under tmp_path."""
-    from memlife import llm
+    from memlife.models import accounting, endpoints, llm
 
     monkeypatch.setenv("MEMLIFE_ROOT", str(tmp_path))
     monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))
@@ -20,12 +20,12 @@ def isolated_llm(tmp_path, monkeypatch):
         if name.startswith("MEMLIFE_") and name not in ("MEMLIFE_ROOT", "MEMLIFE_CACHE_DIR", "MEMLIFE_RUN"):
             monkeypatch.delenv(name)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    llm.configure(None, run="pytest", models={}, spend_cap_usd=None)
-    llm.reset_usage()
+    endpoints.configure(None, run="pytest", models={}, spend_cap_usd=None)
+    accounting.reset_usage()
     yield llm
-    llm.configure(None, models={})
-    llm.reset_usage()
-    llm._settings["run"] = None
+    endpoints.configure(None, models={})
+    accounting.reset_usage()
+    endpoints._settings["run"] = None
 
 
 @pytest.fixture
@@ -37,14 +37,16 @@ def fault_server():
 
 
 def point_at(llm, server, role="reader", model="fake-model", **extra):
-    llm.configure(None, run="pytest", models={role: {"base_url": server.base_url, "model": model,
+    from memlife.models import endpoints
+
+    endpoints.configure(None, run="pytest", models={role: {"base_url": server.base_url, "model": model,
                                                       "timeout_s": 2, "max_retries": 3, **extra}})
     return llm.get_client(role)
 
 
 def completion(text, **fields):
     """A reply as the llm client returns it, for stand-in clients (the proxy's tests)."""
-    from memlife import llm
+    from memlife.models import accounting
 
     base = dict(prompt_tokens=7, completion_tokens=3, cached=False, latency_s=0.0, request_id="r1", model="fake-model")
-    return llm.Completion(text=text, **{**base, **fields})
+    return accounting.Completion(text=text, **{**base, **fields})

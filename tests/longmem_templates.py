@@ -12,8 +12,9 @@ import datetime as dt
 import hashlib
 import random
 
-from memlife import corpus, tokens
 from memlife.longmem import DATE_FORMAT, QUESTION_TYPES
+from memlife.memops import corpus
+from memlife.models import tokens
 
 # ---------------------------------------------------------------------------------------------
 # Evidence templates. Each yields the evidence sessions (list of turns with has_answer flags and

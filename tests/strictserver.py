@@ -5,7 +5,7 @@ rejects what OpenAI, vLLM and Ollama reject, with their status codes and error b
 
 - a missing or empty bearer key: 401;
 - ``response_format`` json_schema with ``strict: true`` whose schema breaks the strict rules
-  (memlife.api_rules.strict_schema_problems, the same rules the project checks itself): 400;
+  (memlife.models.api_rules.strict_schema_problems, the same rules the project checks itself): 400;
 - for a reasoning model (api_rules.is_reasoning_model): ``max_tokens`` (400, "use
   max_completion_tokens") and any temperature but 1 (400 unsupported_value); hidden reasoning
   spends ``reasoning_cost`` completion tokens before the visible reply, and a budget that does not
@@ -31,10 +31,10 @@ import threading
 import time
 from collections import Counter, deque
 
-from faultserver import JSONHandler, Loopback
+from memlife.models import api_rules, tokens
+from memlife.models.standin import reply_text
 
-from memlife import api_rules, tokens
-from memlife.standin import reply_text
+from faultserver import JSONHandler, Loopback
 
 
 class StrictServer(Loopback):

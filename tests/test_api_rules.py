@@ -1,12 +1,12 @@
-"""The documented request rules (memlife.api_rules) and every schema the project sends under them."""
+"""The documented request rules (memlife.models.api_rules) and every schema the project sends under them."""
 import re
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from memlife import api_rules
-from memlife.memops import gates, metrics, realize, response
+from memlife.memops import gates, judging, realize, response
+from memlife.models import api_rules
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "memlife"
 
@@ -15,7 +15,7 @@ SENT_SCHEMAS = {
     "MemOpsResponse": response.MemOpsResponse.model_json_schema(),
     "GeneratedSegment": realize.GeneratedSegment.model_json_schema(),
     "VerifierVerdict": gates.VerifierVerdict.model_json_schema(),
-    "MemOpsJudgement": metrics.JUDGE_SCHEMA,
+    "MemOpsJudgement": judging.JUDGE_SCHEMA,
 }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memlife import config, paths
+from memlife.base import config, paths
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -9,6 +9,7 @@ import pytest
 
 from memlife.restore import decompose as d
 from memlife.restore.__main__ import main
+
 from restore_simulate import simulate_records
 
 ROOT = Path(__file__).resolve().parents[1]

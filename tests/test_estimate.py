@@ -1,7 +1,6 @@
 """`make estimate` against the run it estimates: the restore track's notebooks at the smoke profile,
 estimated with nothing sent, then run against the strict emulator playing a reasoning model."""
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ NOTEBOOKS = ["20_longmem_data", "21_eviction", "22_read_restore"]
 
 @pytest.mark.slow
 def test_the_estimate_counts_the_calls_and_prompt_tokens_the_run_then_makes(isolated_llm, monkeypatch, tmp_path):
-    from memlife import estimate, runner
+    from memlife.running import estimate, runner
 
     monkeypatch.setenv("MEMLIFE_ROOT", str(ROOT))
     with StrictServer() as s:
@@ -43,8 +42,8 @@ def test_the_estimate_counts_the_calls_and_prompt_tokens_the_run_then_makes(isol
 
 
 def test_a_scratch_project_finds_memos_environment_so_memos_is_run_and_counted(tmp_path, monkeypatch):
-    from memlife import estimate
-    from memlife.memops import systems
+    from memlife.memops import managed
+    from memlife.running import estimate
 
     monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("MEMLIFE_MEMOS_PYTHON", raising=False)
@@ -55,6 +54,6 @@ def test_a_scratch_project_finds_memos_environment_so_memos_is_run_and_counted(t
     memos.parent.mkdir(parents=True)
     memos.write_text("")
     scratch = estimate.prepare("paper", tmp_path)
-    assert systems.memos_python(scratch).is_file()
+    assert managed.memos_python(scratch).is_file()
     monkeypatch.setenv("MEMLIFE_ROOT", str(scratch))
-    assert systems.memos_available()
+    assert managed.memos_available()

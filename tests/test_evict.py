@@ -2,12 +2,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlife import longmem
+from memlife.restore import arms, evict, units
+from memlife.restore.units import Unit
 
 import longmem_templates
-from memlife import evict, longmem, units
-from memlife.restore import arms
-from memlife.units import Unit
 
 WORDS = ["cat", "dog", "gym", "book", "paris", "rain", "coffee", "jazz"]
 

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from memlife import executed
+from memlife.running import executed
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -95,9 +95,9 @@ def test_save_figure_shows_the_figure_in_the_cell_output_of_a_kernel(tmp_path):
     from nbclient import NotebookClient
 
     nb = new_notebook(cells=[new_code_cell(
-        "import matplotlib.pyplot as plt\nfrom memlife import report\n"
+        "import matplotlib.pyplot as plt\nfrom memlife.base import artifacts\n"
         "fig, ax = plt.subplots()\nax.plot([0, 1], [1, 0])\n"
-        f"png = report.save_figure(fig, 'f', {str(tmp_path)!r})")])
+        f"png = artifacts.save_figure(fig, 'f', {str(tmp_path)!r})")])
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     images = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
     assert len(images) == 1

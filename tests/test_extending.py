@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import completion
 
-from memlife import evict, plugins
-from memlife.memops import evaluate, systems
+from memlife.base import plugins
+from memlife.memops import evaluate, registry, systems
 from memlife.memops.schema import Instance
-from memlife.restore import analyses, arms, controls, decompose
+from memlife.restore import analyses, arms, controls, decompose, evict
+
+from conftest import completion
 
 HERE = Path(__file__).parent
 DOC = HERE.parent / "docs" / "extending.md"
@@ -32,7 +33,7 @@ def toy(tmp_path, monkeypatch):
     """toy_memory importable from a folder of its own; the registries as they were afterwards."""
     (tmp_path / "toy_memory.py").write_text(example_source())
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(systems, "_REGISTRY", dict(systems._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     monkeypatch.setattr(evict, "_REGISTRY", dict(evict._REGISTRY))
     sys.modules.pop("toy_memory", None)
     yield tmp_path / "toy_memory.py"
@@ -59,7 +60,7 @@ class _Client:
 
 
 def test_the_papers_systems_and_policies_are_registered_with_their_declarations():
-    specs = systems.registered_systems()
+    specs = registry.registered_systems()
     assert set(systems.SYSTEMS) <= set(specs)
     assert [n for n in systems.SYSTEMS if specs[n].model_free] == ["long_context", "bm25_turn", "bm25_session", "mem0"]
     assert {n for n in systems.SYSTEMS if specs[n].parallel} == set(evaluate.PARALLEL_SYSTEMS)
@@ -85,11 +86,11 @@ def test_a_wrong_name_fails_at_once_with_the_profile_key_and_the_nearest_name(to
         evict.resolve_policies(["toy_memory:longest_frist"], where)
     with pytest.raises(ValueError,
                        match=r"12_memops_eval\.systems: unknown system 'bm25_turns' \(did you mean bm25_turn\?\)"):
-        systems.resolve_systems(["bm25_turns"], "profile 'myexp', notebooks.12_memops_eval.systems")
+        registry.resolve_systems(["bm25_turns"], "profile 'myexp', notebooks.12_memops_eval.systems")
     with pytest.raises(ValueError, match="listed twice"):
         evict.resolve_policies(["fifo", "fifo"], where)
     # the paper's names are the paper's
-    (toy.parent / "clash.py").write_text("from memlife.evict import PolicySpec\n"
+    (toy.parent / "clash.py").write_text("from memlife.restore.evict import PolicySpec\n"
                                          "fifo = PolicySpec('fifo', lambda units, budget, ctx: [])\n")
     with pytest.raises(ValueError, match="'fifo' is the paper's"):
         evict.resolve_policies(["clash:fifo"], where)
@@ -97,7 +98,7 @@ def test_a_wrong_name_fails_at_once_with_the_profile_key_and_the_nearest_name(to
 
 
 def test_a_policy_that_overfills_the_store_or_invents_units_fails_by_name(toy):
-    from memlife.units import Unit
+    from memlife.restore.units import Unit
 
     us = [Unit(unit_id=f"s:{i}", session_id="s", turn_index=i, date="d", role="user", text=f"t{i}", tokens=10,
                order=i, is_gold=False) for i in range(4)]
@@ -126,11 +127,11 @@ def test_the_toy_system_runs_through_notebook_12s_evaluation_beside_a_papers_sys
     assert (toy_rows["context_tokens"].values < lc_rows["context_tokens"].values).all()
     assert (tmp_path / "run" / "journal" / "toy__adjacent.jsonl").is_file()
     # notebook 13's tables take it like any system
+    from memlife.memops import aggregate
     from memlife.memops import analyses as memops_analyses
-    from memlife.memops import metrics
 
     records["Method"] = memops_analyses.method_labels(records)
-    assert any("toy" in m for m in metrics.table3_rows(records, ["Method"])["Method"])
+    assert any("toy" in m for m in aggregate.table3_rows(records, ["Method"])["Method"])
     # resumed: nothing asked again; the toy edited: its probes asked afresh, long-context's kept
     assert client.calls == 4
     evaluate.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
@@ -201,7 +202,7 @@ def test_the_toy_policy_runs_through_the_grid_the_reads_and_the_decomposition(to
 
 def test_a_control_of_ones_own_stays_out_of_the_family(toy):
     (toy.parent / "my_control.py").write_text(
-        "from memlife.evict import PolicySpec, by_priority\n\n\n"
+        "from memlife.restore.evict import PolicySpec, by_priority\n\n\n"
         "def gold_first(units, budget, ctx):\n"
         "    return by_priority(units, budget, key=lambda u: (not u.is_gold, u.order))\n\n\n"
         "spec = PolicySpec('gold_first', gold_first, role='control')\n")
@@ -225,7 +226,7 @@ def test_notebooks_20_to_23_run_the_toy_policy_named_in_a_profile(tmp_path, monk
 
     import pandas as pd
 
-    from memlife import runner
+    from memlife.running import runner
 
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)

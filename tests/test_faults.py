@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from memlife.models import accounting, endpoints, reply_cache
+
 from conftest import point_at
 from faultserver import JSONHandler, Loopback
 
@@ -24,22 +26,22 @@ ROOT = Path(__file__).resolve().parents[1]
                                           ("ten dollars", "not a number of US dollars")])
 def test_a_cap_that_could_never_trip_or_refuses_everything_is_refused(isolated_llm, monkeypatch, value, words):
     monkeypatch.setenv("MEMLIFE_SPEND_CAP_USD", value)
-    with pytest.raises(isolated_llm.LLMError, match=rf"MEMLIFE_SPEND_CAP_USD={value!r}.*{words}"):
-        isolated_llm.configure(None, run="pytest")
+    with pytest.raises(endpoints.LLMError, match=rf"MEMLIFE_SPEND_CAP_USD={value!r}.*{words}"):
+        endpoints.configure(None, run="pytest")
     monkeypatch.delenv("MEMLIFE_SPEND_CAP_USD")
 
 
 def test_a_profile_cap_of_nan_is_refused_with_its_field(isolated_llm, tmp_path, monkeypatch):
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "mine.yaml").write_text("common: {}\nnotebooks: {}\nspend_cap_usd: .nan\n")
-    with pytest.raises(isolated_llm.LLMError, match=r"configs/mine.yaml spend_cap_usd=nan.*finite"):
-        isolated_llm.configure("mine")
-    isolated_llm.configure(None, spend_cap_usd=0)  # zero is a cap: nothing priced may be sent
-    assert isolated_llm.spend_cap_usd() == 0.0
+    with pytest.raises(endpoints.LLMError, match=r"configs/mine.yaml spend_cap_usd=nan.*finite"):
+        endpoints.configure("mine")
+    endpoints.configure(None, spend_cap_usd=0)  # zero is a cap: nothing priced may be sent
+    assert endpoints.spend_cap_usd() == 0.0
 
 
 def test_the_ledger_refuses_a_cap_that_is_not_a_number(isolated_llm):
-    from memlife import spending
+    from memlife.models import spending
 
     with pytest.raises(ValueError, match="finite"):
         spending.reserve(0.01, float("nan"), role="reader", model="m")
@@ -63,27 +65,27 @@ def test_the_ledger_refuses_a_cap_that_is_not_a_number(isolated_llm):
     ("MEMLIFE_READER_REQUESTS_PER_MINUTE", "many", "not a whole number"),
 ])
 def test_each_role_number_is_checked_and_its_variable_named(isolated_llm, monkeypatch, var, value, words):
-    isolated_llm.configure(None, run="pytest", models={"reader": {"base_url": "http://127.0.0.1:9/v1",
+    endpoints.configure(None, run="pytest", models={"reader": {"base_url": "http://127.0.0.1:9/v1",
                                                                   "model": "gpt-4o-mini"}})
     monkeypatch.setenv(var, value)
-    with pytest.raises(isolated_llm.LLMError, match=rf"{var}={value!r}.*{words}"):
-        isolated_llm.endpoint_for("reader")
+    with pytest.raises(endpoints.LLMError, match=rf"{var}={value!r}.*{words}"):
+        endpoints.endpoint_for("reader")
 
 
 def test_a_profile_field_is_named_as_such(isolated_llm):
-    isolated_llm.configure(None, run="pytest", models={"reader": {"base_url": "http://127.0.0.1:9/v1",
+    endpoints.configure(None, run="pytest", models={"reader": {"base_url": "http://127.0.0.1:9/v1",
                                                                   "model": "gpt-4o-mini", "max_retries": -1}})
-    with pytest.raises(isolated_llm.LLMError, match=r"models.reader.max_retries=-1: must be at least 0"):
-        isolated_llm.endpoint_for("reader")
+    with pytest.raises(endpoints.LLMError, match=r"models.reader.max_retries=-1: must be at least 0"):
+        endpoints.endpoint_for("reader")
 
 
 def test_valid_numbers_still_parse(isolated_llm, monkeypatch):
-    isolated_llm.configure(None, run="pytest", models={"reader": {"base_url": "http://127.0.0.1:9/v1",
+    endpoints.configure(None, run="pytest", models={"reader": {"base_url": "http://127.0.0.1:9/v1",
                                                                   "model": "m", "price_per_mtok": [0.1, 0.4]}})
     for var, value in (("MEMLIFE_READER_CONTEXT_WINDOW", "32768"), ("MEMLIFE_READER_MAX_RETRIES", "0"),
                        ("MEMLIFE_READER_TIMEOUT_S", "2.5"), ("MEMLIFE_CONCURRENCY", "3")):
         monkeypatch.setenv(var, value)
-    ep = isolated_llm.endpoint_for("reader")
+    ep = endpoints.endpoint_for("reader")
     assert (ep.context_window, ep.max_retries, ep.timeout_s, ep.concurrency, ep.price_per_mtok) == (
         32768, 0, 2.5, 3, (0.1, 0.4))
 
@@ -117,7 +119,7 @@ def _profile_root(tmp_path, edit, notebooks=("20_longmem_data", "00_backend")):
     (lambda t: t + "tracks:\n  restor: {models: {}}\n", r"tracks.restor is not a track \(did you mean restore\?\)"),
 ])
 def test_unknown_profile_keys_are_refused_with_the_nearest_name(tmp_path, edit, words):
-    from memlife import config
+    from memlife.base import config
 
     root = _profile_root(tmp_path, edit)
     with pytest.raises(ValueError, match=r"configs/mine.yaml: .*" + words):
@@ -127,7 +129,7 @@ def test_unknown_profile_keys_are_refused_with_the_nearest_name(tmp_path, edit, 
 
 
 def test_a_misspelled_section_is_named_when_its_notebook_asks(tmp_path):
-    from memlife import config
+    from memlife.base import config
 
     root = _profile_root(tmp_path, lambda t: t.replace("  20_longmem_data:\n", "  20_longmem_dta:\n"))
     with pytest.raises(KeyError, match=r"no section notebooks.20_longmem_data \(did you mean 20_longmem_dta\?\)"):
@@ -135,7 +137,7 @@ def test_a_misspelled_section_is_named_when_its_notebook_asks(tmp_path):
 
 
 def test_the_shipped_profiles_pass_the_check():
-    from memlife import config
+    from memlife.base import config
 
     for profile in ("smoke", "quick", "paper"):
         assert config.profile_problems(config.load_profile(profile, ROOT), ROOT) == []
@@ -159,7 +161,8 @@ def run_root(tmp_path, monkeypatch):
 def test_a_second_run_of_a_notebook_is_refused_naming_the_first(run_root, monkeypatch):
     import papermill
 
-    from memlife import paths, runner
+    from memlife.base import paths
+    from memlife.running import runner
 
     lay = paths.layout("smoke", run_root)
     lay.usage.mkdir(parents=True)
@@ -178,7 +181,8 @@ def test_a_second_run_of_a_notebook_is_refused_naming_the_first(run_root, monkey
 def test_a_failed_run_leaves_no_usage_summary_of_an_earlier_one(run_root, monkeypatch):
     import papermill
 
-    from memlife import paths, runner
+    from memlife.base import paths
+    from memlife.running import runner
 
     lay = paths.layout("smoke", run_root)
     lay.usage.mkdir(parents=True)
@@ -197,7 +201,7 @@ def test_a_failed_run_leaves_no_usage_summary_of_an_earlier_one(run_root, monkey
 def test_ctrl_c_is_one_short_message(run_root, monkeypatch, capsys):
     from papermill.exceptions import PapermillExecutionError
 
-    from memlife import runner
+    from memlife.running import runner
 
     kernel_traceback = [f"  File \"cell\", line {i}, in <module>" for i in range(50)]
     for exc in (KeyboardInterrupt(),
@@ -217,7 +221,7 @@ def test_ctrl_c_is_one_short_message(run_root, monkeypatch, capsys):
 
 
 def test_an_unknown_profile_is_said_once(run_root, capsys):
-    from memlife import runner
+    from memlife.running import runner
 
     assert runner.main(["00_backend", "--profile", "huge"]) == 2
     err = capsys.readouterr().err
@@ -228,40 +232,40 @@ def test_an_unknown_profile_is_said_once(run_root, capsys):
 
 
 def _damage(llm, key):
-    llm._cache()._sql("UPDATE Cache SET value = ? WHERE key = ?", (sqlite3.Binary(b"\x80\x04garbage"), key))
+    reply_cache._cache()._sql("UPDATE Cache SET value = ? WHERE key = ?", (sqlite3.Binary(b"\x80\x04garbage"), key))
 
 
 def test_a_damaged_cache_entry_is_moved_aside_and_asked_again(isolated_llm, capsys):
     llm = isolated_llm
     good = {"text": "kept", "prompt_tokens": 1, "completion_tokens": 1}
-    llm.cache_put("a" * 64, good)
-    llm.cache_put("b" * 64, {"text": "paid for", "prompt_tokens": 2, "completion_tokens": 3})
+    reply_cache.cache_put("a" * 64, good)
+    reply_cache.cache_put("b" * 64, {"text": "paid for", "prompt_tokens": 2, "completion_tokens": 3})
     _damage(llm, "b" * 64)
     asked = []
 
     def ask():
         asked.append(1)
-        return llm.Completion(text="asked again", prompt_tokens=2, completion_tokens=3, cached=False,
+        return accounting.Completion(text="asked again", prompt_tokens=2, completion_tokens=3, cached=False,
                               latency_s=0.0, request_id="b" * 64, model="m")
 
-    c = llm.memoized("b" * 64, ask, role="reader", model="m", describe="the test's request")
+    c = reply_cache.memoized("b" * 64, ask, role="reader", model="m", describe="the test's request")
     assert (c.text, asked) == ("asked again", [1])
     out = capsys.readouterr().out
     assert f"request {'b' * 64}" in out and "moved aside" in out
-    kept = llm.damaged_dir() / f"{'b' * 64}.entry"
+    kept = reply_cache.damaged_dir() / f"{'b' * 64}.entry"
     assert kept.read_bytes() == b"\x80\x04garbage"
-    assert llm.cache_get("b" * 64)["text"] == "asked again"  # the new reply is cached
-    assert llm.cache_get("a" * 64) == good  # and no other reply was lost
+    assert reply_cache.cache_get("b" * 64)["text"] == "asked again"  # the new reply is cached
+    assert reply_cache.cache_get("a" * 64) == good  # and no other reply was lost
 
 
 def test_replay_stops_at_a_damaged_entry_naming_it_and_changes_nothing(isolated_llm, monkeypatch):
     llm = isolated_llm
-    llm.cache_put("c" * 64, {"text": "paid for", "prompt_tokens": 2, "completion_tokens": 3})
+    reply_cache.cache_put("c" * 64, {"text": "paid for", "prompt_tokens": 2, "completion_tokens": 3})
     _damage(llm, "c" * 64)
     monkeypatch.setenv("MEMLIFE_LLM_MODE", "replay")
-    with pytest.raises(llm.DamagedCacheEntry, match=rf"request {'c' * 64} in .*cannot be read"):
-        llm.memoized("c" * 64, lambda: None, role="reader", model="m", describe="x")
-    assert not llm.damaged_dir().exists()
+    with pytest.raises(endpoints.DamagedCacheEntry, match=rf"request {'c' * 64} in .*cannot be read"):
+        reply_cache.memoized("c" * 64, lambda: None, role="reader", model="m", describe="x")
+    assert not reply_cache.damaged_dir().exists()
 
 
 # --------------------------------------------------------------------------- endpoints
@@ -275,9 +279,9 @@ def _closed_port() -> int:
 
 def test_an_unreachable_endpoint_is_said_as_such_not_as_an_unknown_window(isolated_llm):
     llm = isolated_llm
-    llm.configure(None, run="pytest", models={"reader": {"base_url": f"http://127.0.0.1:{_closed_port()}/v1",
+    endpoints.configure(None, run="pytest", models={"reader": {"base_url": f"http://127.0.0.1:{_closed_port()}/v1",
                                                          "model": "mystery-model", "timeout_s": 2}})
-    with pytest.raises(llm.LLMError, match=r"role reader: cannot reach http://127.0.0.1:\d+/v1") as info:
+    with pytest.raises(endpoints.LLMError, match=r"role reader: cannot reach http://127.0.0.1:\d+/v1") as info:
         llm.get_client("reader").context_window()
     assert "not known" not in str(info.value)
 
@@ -296,7 +300,7 @@ class _LoginPage(JSONHandler):
 def test_an_html_reply_is_named_and_not_retried(isolated_llm):
     with Loopback(_LoginPage) as server:
         client = point_at(isolated_llm, server, context_window=4096, max_retries=3)
-        with pytest.raises(isolated_llm.LLMCallError, match=r"answered with text/html, not a chat completion.*/v1"):
+        with pytest.raises(endpoints.LLMCallError, match=r"answered with text/html, not a chat completion.*/v1"):
             client.complete([{"role": "user", "content": "hi"}], max_tokens=5)
 
 
@@ -341,11 +345,11 @@ def record():
 
 
 def _longmem_validate(tmp_path, records, capsys, raw: bytes | None = None):
-    from memlife import longmem
+    from memlife.restore import dataset
 
     path = tmp_path / "lm.json"
     path.write_bytes(raw if raw is not None else json.dumps(records).encode())
-    rc = longmem.main(["validate", str(path)])
+    rc = dataset.main(["validate", str(path)])
     return rc, capsys.readouterr().out
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memlife import config, estimate, runner
+from memlife.base import config
+from memlife.running import estimate, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -58,13 +59,13 @@ def make_n(repo: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
 
 def would_run(plan: subprocess.CompletedProcess, profile: str) -> set[str]:
     assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
-    return set(re.findall(rf"memlife\.runner (\d\d_\w+) --profile {profile}\b", plan.stdout))
+    return set(re.findall(rf"memlife\.running\.runner (\d\d_\w+) --profile {profile}\b", plan.stdout))
 
 
 def simulate_run(repo: Path, profile: str) -> None:
     """What a finished `make reproduce` leaves: every fingerprint, the copy of it each run keeps
     (NAME.ran, dated as the fingerprint was), then every executed copy after them."""
-    done = _python(repo, "-m", "memlife.runner", "fingerprint", "--profile", profile)
+    done = _python(repo, "-m", "memlife.running.runner", "fingerprint", "--profile", profile)
     assert done.returncode == 0, done.stderr
     now = time.time()
     for nb in NOTEBOOKS:
@@ -127,7 +128,7 @@ def test_a_misspelled_key_stops_the_run_at_once_naming_it(repo, body, words):
     plan = make_n(repo, "PROFILE=myexp")
     assert plan.returncode != 0
     assert re.search(words, plan.stderr), plan.stderr
-    assert not re.search(r"memlife\.runner \d\d_", plan.stdout)
+    assert not re.search(r"memlife\.running\.runner \d\d_", plan.stdout)
 
 
 def test_pointing_every_role_at_another_endpoint_reruns_the_notebooks_that_call_a_model(repo):
@@ -167,7 +168,7 @@ def test_a_fingerprint_is_rewritten_only_when_it_changes(repo):
     simulate_run(repo, "quick")
     fp = repo / "results" / "quick" / "fingerprints" / "21_eviction.txt"
     before = fp.stat().st_mtime_ns
-    assert _python(repo, "-m", "memlife.runner", "fingerprint", "--profile", "quick").stdout == ""
+    assert _python(repo, "-m", "memlife.running.runner", "fingerprint", "--profile", "quick").stdout == ""
     assert fp.stat().st_mtime_ns == before
     body = json.loads(fp.read_text().split("\n", 1)[1])
     assert body["parameters"]["history_tokens"] == 12000 and set(body["models"]) == {"scorer"}
@@ -177,10 +178,10 @@ def test_a_fingerprint_is_rewritten_only_when_it_changes(repo):
 
 
 def test_a_base_url_with_credentials_is_written_without_them():
-    from memlife import llm
+    from memlife.models import endpoints
 
     def written(url: str) -> dict:
-        return runner.endpoint_fingerprint(llm.Endpoint(role="reader", model="m", base_url=url))
+        return runner.endpoint_fingerprint(endpoints.Endpoint(role="reader", model="m", base_url=url))
 
     fp = written("https://user:hunter2@gw.example/v1?api-version=2024-10-21&api-key=s3cret&sig=abc")
     assert fp["base_url"] == "https://gw.example/v1?api-version=2024-10-21"
@@ -218,7 +219,7 @@ def test_the_estimate_runs_the_calling_notebooks_and_what_they_read():
 
 
 def test_the_summary_names_the_models_behind_each_notebooks_tables(tmp_path):
-    from memlife import paths
+    from memlife.base import paths
 
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "quick.yaml").write_text("common: {}\nnotebooks: {}\n")
@@ -261,7 +262,7 @@ def test_a_run_keeps_the_fingerprint_it_was_made_with_and_a_return_to_it_takes_b
     (root / "configs").mkdir()
     (root / "configs" / "mine.yaml").write_text("common: {}\nnotebooks:\n  98_tiny: {size: 1}\n")
     env = dict(MEMLIFE_ROOT=str(root), MEMLIFE_CACHE_DIR=str(tmp_path / "cache"))
-    done = _python(root, "-m", "memlife.runner", "98_tiny", "--profile", "mine", **env)
+    done = _python(root, "-m", "memlife.running.runner", "98_tiny", "--profile", "mine", **env)
     assert done.returncode == 0, done.stderr
     fp = root / "results" / "mine" / "fingerprints" / "98_tiny.txt"
     executed = root / "results" / "mine" / "notebooks" / "98_tiny.ipynb"
@@ -270,7 +271,7 @@ def test_a_run_keeps_the_fingerprint_it_was_made_with_and_a_return_to_it_takes_b
     assert '"size": 1' in fp.read_text() and fp.stat().st_mtime_ns < executed.stat().st_mtime_ns
 
     def fingerprint_now() -> subprocess.CompletedProcess:
-        return _python(root, "-m", "memlife.runner", "fingerprint", "--profile", "mine", **env)
+        return _python(root, "-m", "memlife.running.runner", "fingerprint", "--profile", "mine", **env)
 
     (root / "configs" / "mine.yaml").write_text("common: {}\nnotebooks:\n  98_tiny: {size: 2}\n")
     time.sleep(0.01)

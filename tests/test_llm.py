@@ -5,11 +5,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from conftest import point_at
 from pydantic import BaseModel
+
+from memlife.models import accounting, endpoints, llm, reply_cache
+
+from conftest import point_at
 
 MSG = lambda text: [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]  # noqa: E731
 
@@ -22,7 +24,7 @@ def test_ok_reply_is_cached_and_second_call_sends_nothing(isolated_llm, fault_se
     assert (a.cached, b.cached) == (False, True)
     assert a.request_id == b.request_id
     assert fault_server.received["hello"] == 1
-    u = isolated_llm.usage()
+    u = accounting.usage()
     assert (u.calls, u.cached_calls) == (2, 1)
 
 
@@ -57,11 +59,11 @@ def test_transient_faults_are_retried(isolated_llm, fault_server, fault):
 def test_persistent_failure_raises_with_request_id_and_caches_nothing(isolated_llm, fault_server):
     c = point_at(isolated_llm, fault_server)
     fault_server.script("down", "500", "500", "500", "500")  # max_retries=3: four attempts
-    with pytest.raises(isolated_llm.LLMCallError) as err:
+    with pytest.raises(endpoints.LLMCallError) as err:
         c.complete(MSG("down"), max_tokens=8)
     req, key = c._build(MSG("down"), 8, 0.0, 0, None, None, None)
     assert key[:16] in str(err.value)
-    assert isolated_llm.cache_get(key) is None
+    assert reply_cache.cache_get(key) is None
     # the server recovers: the next call is sent again, not answered from a cached failure
     assert c.complete(MSG("down"), max_tokens=8).cached is False
     assert fault_server.received["down"] == 5
@@ -70,7 +72,7 @@ def test_persistent_failure_raises_with_request_id_and_caches_nothing(isolated_l
 def test_client_error_is_not_retried(isolated_llm, fault_server):
     c = point_at(isolated_llm, fault_server)
     fault_server.script("bad", "400")
-    with pytest.raises(isolated_llm.LLMCallError, match="HTTP 400"):
+    with pytest.raises(endpoints.LLMCallError, match="HTTP 400"):
         c.complete(MSG("bad"), max_tokens=8)
     assert fault_server.received["bad"] == 1
 
@@ -79,7 +81,7 @@ def test_judge_reply_that_is_not_a_label_is_invalid(isolated_llm, fault_server):
     c = point_at(isolated_llm, fault_server, role="judge")
     fault_server.script("grade me", ("text", "The answer is mostly CORRECT"))
     reply = c.complete(MSG("grade me"), max_tokens=16)
-    assert isolated_llm.parse_label(reply.text) is None
+    assert llm.parse_label(reply.text) is None
 
 
 @pytest.mark.parametrize("text,label", [
@@ -88,7 +90,7 @@ def test_judge_reply_that_is_not_a_label_is_invalid(isolated_llm, fault_server):
     ("CORRECT INCORRECT", None), ("", None), ("yes", None),
 ])
 def test_parse_label_is_strict(text, label):
-    from memlife import llm
+    from memlife.models import llm
 
     assert llm.parse_label(text) == label
 
@@ -98,7 +100,7 @@ def test_replay_mode_fails_on_a_miss_naming_the_request(isolated_llm, fault_serv
     c.complete(MSG("seen"), max_tokens=8)
     monkeypatch.setenv("MEMLIFE_LLM_MODE", "replay")
     assert c.complete(MSG("seen"), max_tokens=8).cached
-    with pytest.raises(isolated_llm.CacheMiss, match="unseen"):
+    with pytest.raises(endpoints.CacheMiss, match="unseen"):
         c.complete(MSG("unseen"), max_tokens=8)
     assert fault_server.received["unseen"] == 0
 
@@ -139,21 +141,21 @@ def test_complete_many_keeps_order_and_sends_duplicates_once(isolated_llm, fault
 
 def test_spending_cap_stops_before_the_call(isolated_llm, fault_server):
     c = point_at(isolated_llm, fault_server, model="gpt-4o")
-    isolated_llm._settings["spend_cap_usd"] = 1e-7
-    with pytest.raises(isolated_llm.SpendingCapExceeded):
+    endpoints._settings["spend_cap_usd"] = 1e-7
+    with pytest.raises(endpoints.SpendingCapExceeded):
         c.complete(MSG("expensive"), max_tokens=500)
     assert fault_server.received["expensive"] == 0
 
 
 def test_prices_and_usage_summary(isolated_llm, fault_server, tmp_path):
-    assert isolated_llm.price_usd("gpt-4o-mini", 1_000_000, 0) == pytest.approx(0.15)
-    assert isolated_llm.price_usd("gpt-4o-mini-2024-07-18", 0, 1_000_000) == pytest.approx(0.60)
-    assert isolated_llm.price_usd("smollm2-135m-instruct-q4_1", 10**6, 10**6) == 0.0
-    assert isolated_llm.price_usd("some-local-model", 10, 10) is None
+    assert accounting.price_usd("gpt-4o-mini", 1_000_000, 0) == pytest.approx(0.15)
+    assert accounting.price_usd("gpt-4o-mini-2024-07-18", 0, 1_000_000) == pytest.approx(0.60)
+    assert accounting.price_usd("smollm2-135m-instruct-q4_1", 10**6, 10**6) == 0.0
+    assert accounting.price_usd("some-local-model", 10, 10) is None
     c = point_at(isolated_llm, fault_server, model="gpt-4o-mini")
     c.complete(MSG("one two three"), max_tokens=8)
     c.complete(MSG("one two three"), max_tokens=8)
-    s = isolated_llm.summarize_calls(tmp_path / "results" / "usage" / "pytest.calls.jsonl")
+    s = accounting.summarize_calls(tmp_path / "results" / "usage" / "pytest.calls.jsonl")
     assert (s["calls"], s["cached_calls"]) == (2, 1)
     assert s["prompt_tokens"] == 2 * 5 and s["usd_estimate"] > 0
 
@@ -164,7 +166,7 @@ def test_api_key_is_sent_but_never_stored(isolated_llm, fault_server, monkeypatc
     c = point_at(isolated_llm, fault_server)
     c.complete(MSG("secret check"), max_tokens=8)
     assert fault_server.auth_headers[-1] == f"Bearer {secret}"
-    isolated_llm._cache().close()
+    reply_cache._cache().close()
     for p in tmp_path.rglob("*"):
         if p.is_file():
             assert secret.encode() not in p.read_bytes(), p
@@ -174,22 +176,22 @@ def test_embedded_server_key_is_sent_but_never_stored_nor_in_the_cache_key(isola
                                                                            monkeypatch, tmp_path):
     """The embedded server's per-start key authenticates every call, and the cache key is what it
     was before the server had a key: the same request, the same key, whatever the server's key."""
-    from memlife import serve
+    from memlife.models import serve
 
     secret = serve.new_api_key()
     port = int(fault_server.base_url.rsplit(":", 1)[1].split("/")[0])
     monkeypatch.setattr(serve, "ensure_server", lambda **kw: serve.Server(
         base_url=fault_server.base_url, port=port, pid=os.getpid(), api_key=secret))
     monkeypatch.setattr(serve, "model_fingerprint", lambda: serve.MODEL_ALIAS + "@1:0123abcd")
-    c = isolated_llm.get_client("reader")
+    c = llm.get_client("reader")
     assert c.is_embedded
     out = c.complete(MSG("embedded key check"), max_tokens=8)
     assert fault_server.auth_headers[-1] == f"Bearer {secret}"
-    req = isolated_llm.canonical_request(serve.MODEL_ALIAS + "@1:0123abcd", MSG("embedded key check"),
+    req = reply_cache.canonical_request(serve.MODEL_ALIAS + "@1:0123abcd", MSG("embedded key check"),
                                          max_tokens=8, temperature=0.0, seed=0, response_format=None, stop=None)
-    assert out.request_id == isolated_llm.request_key(req)
+    assert out.request_id == reply_cache.request_key(req)
     assert secret not in json.dumps(req)
-    isolated_llm._cache().close()
+    reply_cache._cache().close()
     scanned = 0
     for f in tmp_path.rglob("*"):
         if f.is_file():
@@ -200,8 +202,8 @@ def test_embedded_server_key_is_sent_but_never_stored_nor_in_the_cache_key(isola
 
 SCRIPT = r"""
 import json, sys
-from memlife import llm
-llm.configure(None, run="killtest", models={"reader": {"base_url": sys.argv[1], "model": "fake",
+from memlife.models import endpoints, llm
+endpoints.configure(None, run="killtest", models={"reader": {"base_url": sys.argv[1], "model": "fake",
               "timeout_s": 5, "max_retries": 2, "concurrency": 4}})
 c = llm.get_client("reader")
 out = c.complete_many([dict(messages=[{"role": "user", "content": f"q{i:03d}"}], max_tokens=8)
@@ -236,7 +238,8 @@ def test_sigkill_halfway_then_rerun_repeats_no_cached_request(tmp_path):
         before = dict(srv.received)
 
         import diskcache
-        from memlife import llm
+
+        from memlife.models import reply_cache
 
         with diskcache.Cache(str(tmp_path / "cache" / "llm")) as cache:
             cached_keys = set(cache.iterkeys())
@@ -245,9 +248,9 @@ def test_sigkill_halfway_then_rerun_repeats_no_cached_request(tmp_path):
         resent = {k: v - before.get(k, 0) for k, v in srv.received.items()}
         for i in range(n):
             prompt = f"q{i:03d}"
-            req = llm.canonical_request("fake", [{"role": "user", "content": prompt}], max_tokens=8,
+            req = reply_cache.canonical_request("fake", [{"role": "user", "content": prompt}], max_tokens=8,
                                         temperature=0.0, seed=0, response_format=None, stop=None)
-            if llm.request_key(req) in cached_keys:
+            if reply_cache.request_key(req) in cached_keys:
                 assert resent.get(prompt, 0) == 0, f"{prompt} was cached yet sent again"
         assert sum(srv.received.values()) < n + 8  # only the few in flight at the kill are repeated
 
@@ -265,7 +268,7 @@ def test_complete_many_stops_sending_at_the_first_hard_failure(isolated_llm, fau
     fault_server.delay_s = 0.2
     fault_server.script("p0", "400")
     prompts = [f"p{i}" for i in range(12)]
-    with pytest.raises(isolated_llm.LLMCallError, match="BadRequest|400"):
+    with pytest.raises(endpoints.LLMCallError, match="BadRequest|400"):
         c.complete_many([dict(messages=MSG(p), max_tokens=8) for p in prompts], progress=False)
     sent = sum(fault_server.received[p] for p in prompts)
     assert sent < len(prompts)  # the queue was cancelled, not drained

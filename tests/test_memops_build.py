@@ -37,7 +37,7 @@ def test_validate_reports_a_line_that_is_not_json(tmp_path):
 
 
 def test_every_profile_sets_a_retention_floor_that_is_a_fraction():
-    from memlife import config
+    from memlife.base import config
 
     for profile in ("smoke", "quick", "paper"):
         floor = config.notebook_params(profile, "10_memops_build")["min_retention"]

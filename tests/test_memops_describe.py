@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from memlife.memops import describe, figures
-from memlife.memops import plan as P
-from memlife.memops import realize as R
+from memlife.memops import describe, figures, plan, realize
 from memlife.memops.schema import Turn
 
 
 @pytest.fixture(scope="module")
 def smoke():
-    return [R.template_instance(cp) for cp in P.plan(P.PlanParams(n_topics=2, seed=0))]
+    return [realize.template_instance(cp) for cp in plan.plan(plan.PlanParams(n_topics=2, seed=0))]
 
 
 def _with_dialogue(inst, first_user: str, words: str):
@@ -66,9 +64,9 @@ def test_describe_prints_table2_of_a_built_file_as_one_json_object(tmp_path, cap
     """The CLI's numbers are Table 2's, recomputed here by hand from the file it reads."""
     import json
 
-    from memlife import tokens
     from memlife.memops import build as B
     from memlife.memops.__main__ import main
+    from memlife.models import tokens
 
     params = B.BuildParams(profile="smoke", seed=0, n_topics=1, max_conversations=3, longctx_tokens=6000,
                            realizer="template", verifier="off")

@@ -270,11 +270,10 @@ def test_regeneration_stores_failures_and_retries():
 
 
 def test_template_realizer_output_passes_every_gate():
-    from memlife.memops import plan as P
-    from memlife.memops import realize as R
+    from memlife.memops import plan, realize
 
-    for cp in P.plan(P.PlanParams(n_topics=12, seed=3)):
-        inst = R.template_instance(cp)
+    for cp in plan.plan(plan.PlanParams(n_topics=12, seed=3)):
+        inst = realize.template_instance(cp)
         assert G.check(inst) == [], cp.instance_id
 
 
@@ -286,11 +285,10 @@ from hypothesis import strategies as st  # noqa: E402
 @given(seed=st.integers(min_value=0, max_value=10_000), n_topics=st.integers(min_value=1, max_value=6),
        attempt=st.integers(min_value=0, max_value=3))
 def test_every_seed_gives_instances_that_pass_every_gate(seed, n_topics, attempt):
-    from memlife.memops import plan as P
-    from memlife.memops import realize as R
+    from memlife.memops import plan, realize
 
-    for cp in P.plan(P.PlanParams(n_topics=n_topics, seed=seed)):
-        inst = R.template_instance(cp, attempt)
+    for cp in plan.plan(plan.PlanParams(n_topics=n_topics, seed=seed)):
+        inst = realize.template_instance(cp, attempt)
         assert G.check(inst) == [], cp.instance_id
         for op in inst.operations:
             for span in (op.trigger, *op.evidence):
@@ -304,11 +302,10 @@ def test_normalize_value_is_idempotent(text):
 
 
 def test_a_distractor_the_dialogue_never_says_is_refused():
-    from memlife.memops import plan as P
-    from memlife.memops import realize as R
+    from memlife.memops import plan, realize
 
-    cps = P.plan(P.PlanParams(n_topics=1, seed=0))
-    insts = [R.template_instance(cp) for cp in cps]
+    cps = plan.plan(plan.PlanParams(n_topics=1, seed=0))
+    insts = [realize.template_instance(cp) for cp in cps]
     assert all(G.gate_distractors_spoken(i) == [] for i in insts)  # every planned candidate is said
     inst = next(i for i in insts if i.op_type == "update").model_copy(deep=True)
     probe = next(p for p in inst.probes if any(d.tag == "third_party" for d in p.distractors))

@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memlife.memops import evaluate, metrics
+from memlife.memops import aggregate, evaluate, judging
 from memlife.memops.schema import Instance
+
 from test_memops_systems import _C, _EchoClient  # the reader's and the judge's reply objects
 
 HERE = Path(__file__).parent
@@ -28,7 +29,7 @@ def _rec(op_type, malformed, scorer, judge, valid=True, undecided=()):
            "probe_type": "OperationTrace", "malformed": malformed, **labels,
            "op_f1": 1.0 if labels["operation"] else 0.4, "undecided": ",".join(undecided)}
     if judge is not None:
-        rec.update(judge_valid=valid, judge_raw="...", **{f"judge_{k}": v for k, v in zip(metrics.JUDGE_LABELS, judge)})
+        rec.update(judge_valid=valid, judge_raw="...", **{f"judge_{k}": v for k, v in zip(judging.JUDGE_LABELS, judge)})
     return rec
 
 
@@ -50,8 +51,8 @@ def _by_label(table):
 
 
 def test_agreement_by_hand_counts_invalid_replies_apart():
-    agr = _by_label(metrics.judge_agreement(RECORDS))
-    assert list(agr.index) == list(metrics.JUDGE_LABELS)
+    agr = _by_label(aggregate.judge_agreement(RECORDS))
+    assert list(agr.index) == list(judging.JUDGE_LABELS)
     assert (agr["judged"] == 5).all() and (agr["invalid"] == 1).all()
     # accuracy: scorer T T F F, judge T F F F -> 3 of 4 agree; po .75, pe .5*.25 + .5*.75 = .5
     acc = agr.loc["accuracy"]
@@ -66,7 +67,7 @@ def test_agreement_by_hand_counts_invalid_replies_apart():
 
 
 def test_agreement_not_applicable_and_malformed_follow_the_scorer():
-    agr = _by_label(metrics.judge_agreement(RECORDS))
+    agr = _by_label(aggregate.judge_agreement(RECORDS))
     # leakage pairs only record 2 (F, F); record 3 is one-sided NA; record 4 (malformed) is NA on both sides
     assert agr.loc["leakage", "n"] == 1 and agr.loc["leakage", "agreement"] == 1.0
     assert agr.loc["leakage", "one_na"] == 1
@@ -77,7 +78,7 @@ def test_agreement_not_applicable_and_malformed_follow_the_scorer():
 
 def test_agreement_by_group():
     recs = RECORDS + [{**r, "system": "other", "Method": "ours: other (Adjacent)"} for r in RECORDS[:2]]
-    agr = metrics.judge_agreement(recs, ["system", "setting"])
+    agr = aggregate.judge_agreement(recs, ["system", "setting"])
     assert list(agr.columns[:3]) == ["system", "setting", "label"]
     m = agr[(agr.system == "m") & (agr.label == "accuracy")].iloc[0]
     o = agr[(agr.system == "other") & (agr.label == "accuracy")].iloc[0]
@@ -86,19 +87,19 @@ def test_agreement_by_group():
 
 
 def test_table3_with_a_judge_shows_its_agreement_on_the_sample():
-    t = metrics.table3_rows(RECORDS, ["Method"])
-    assert list(t[metrics.LABELS_COLUMN]) == ["scorer + judge"]
+    t = aggregate.table3_rows(RECORDS, ["Method"])
+    assert list(t[aggregate.LABELS_COLUMN]) == ["scorer + judge"]
     row = t.iloc[0]
     # nothing was undecided: every mean is the scorer's
     assert row["Accuracy"] == pytest.approx(3 / 5) and row["Operation F1"] == pytest.approx(3 / 5)
     assert row["Op-F1 (continuous)"] == pytest.approx((1 + 1 + 0.4 + 0.4 + 1) / 5)
     assert row["Leakage"] == pytest.approx(0.5) and row["n_leakage"] == 2  # malformed: left out
-    assert row[metrics.MALFORMED_COUNT] == 1 and row[metrics.TRUNCATED_COUNT] == 0 and row["Undecided"] == 0.0 and row["n"] == 5
+    assert row[aggregate.MALFORMED_COUNT] == 1 and row[aggregate.TRUNCATED_COUNT] == 0 and row["Undecided"] == 0.0 and row["n"] == 5
     # pooled over the six labels of the four valid judge replies: 14 pairs, 12 agree; 5 of 14 are 1
     # for each rater, so chance agreement (25 + 81) / 196 and kappa (168 - 106) / (196 - 106)
     assert row["n_judge_pairs"] == 14 and row["Judge agreement"] == pytest.approx(12 / 14)
     assert row["Judge kappa"] == pytest.approx(62 / 90)
-    assert row[metrics.JUDGE_INVALID] == 1
+    assert row[aggregate.JUDGE_INVALID] == 1
 
 
 def test_the_judge_labels_what_the_scorer_left_undecided():
@@ -111,29 +112,29 @@ def test_the_judge_labels_what_the_scorer_left_undecided():
              undecided=("accuracy",)),
         _rec("forget", False, (False, True, True, None, None, None), None),
     ]
-    res = metrics.resolved(recs)
+    res = aggregate.resolved(recs)
     assert res["accuracy"].tolist() == [True, None, False]
-    row = metrics.table3_rows(recs, ["Method"]).iloc[0]
+    row = aggregate.table3_rows(recs, ["Method"]).iloc[0]
     assert row["Accuracy"] == pytest.approx(1 / 2) and row["n_accuracy"] == 2
     assert row["Undecided"] == pytest.approx(2 / 3)  # the scorer's share, before the judge
     # the judge's label on an undecided item is no agreement pair: the scorer said nothing
-    assert metrics.judge_agreement(recs).set_index("label").loc["accuracy", "n"] == 0
-    t4 = metrics.accuracy_table(recs, "op_type", OPS)
+    assert aggregate.judge_agreement(recs).set_index("label").loc["accuracy", "n"] == 0
+    t4 = aggregate.accuracy_table(recs, "op_type", OPS)
     assert t4[["Remember", "Forget", "n_Remember", "n_Forget"]].iloc[0].tolist() == [1.0, 0.0, 1, 1]
     assert t4["Undecided"].iloc[0] == pytest.approx(2 / 3)
     # without a judge the undecided labels are simply out of the means
     plain = [{k: v for k, v in r.items() if not k.startswith("judge_")} for r in recs]
-    row = metrics.table3_rows(plain, ["Method"]).iloc[0]
+    row = aggregate.table3_rows(plain, ["Method"]).iloc[0]
     assert row["Accuracy"] == 0.0 and row["n_accuracy"] == 1 and row["Undecided"] == pytest.approx(2 / 3)
 
 
 def test_tables_4_and_5_say_n_per_cell():
-    t4 = metrics.accuracy_table(RECORDS, "op_type", OPS)
+    t4 = aggregate.accuracy_table(RECORDS, "op_type", OPS)
     assert list(t4.columns) == ["Method", "labels", "Remember", "Forget", "n_Remember", "n_Forget", "Undecided"]
     row = t4.iloc[0]
     assert (row["Remember"], row["Forget"]) == (1.0, pytest.approx(1 / 3))
     assert (row["n_Remember"], row["n_Forget"]) == (2, 3)
-    t5 = metrics.accuracy_table(RECORDS, "probe_type", {"OperationTrace": "Operation Trace", "TargetBinding": "Target Binding"})
+    t5 = aggregate.accuracy_table(RECORDS, "probe_type", {"OperationTrace": "Operation Trace", "TargetBinding": "Target Binding"})
     assert math.isnan(t5["Target Binding"].iloc[0]) and t5["n_Target Binding"].iloc[0] == 0
     assert t5["Operation Trace"].iloc[0] == pytest.approx(3 / 5)
 
@@ -141,20 +142,20 @@ def test_tables_4_and_5_say_n_per_cell():
 def test_without_a_judge_the_tables_are_the_scorers_alone():
     plain = [{k: v for k, v in r.items() if not k.startswith("judge_")} for r in RECORDS]
     frame = pd.DataFrame(plain)
-    assert not metrics.judged(plain)
-    expected = metrics.summarize(plain, ["Method"]).rename(columns=metrics.TABLE3_COLUMNS).drop(columns="Malformed")
-    expected[metrics.TRUNCATED_COUNT], expected[metrics.MALFORMED_COUNT] = 0, 1
-    pd.testing.assert_frame_equal(metrics.table3_rows(plain, ["Method"]), expected)
+    assert not aggregate.judged(plain)
+    expected = aggregate.summarize(plain, ["Method"]).rename(columns=aggregate.TABLE3_COLUMNS).drop(columns="Malformed")
+    expected[aggregate.TRUNCATED_COUNT], expected[aggregate.MALFORMED_COUNT] = 0, 1
+    pd.testing.assert_frame_equal(aggregate.table3_rows(plain, ["Method"]), expected)
     before = frame.pivot_table(index="Method", columns="op_type", values="accuracy", aggfunc="mean").rename(columns=OPS)
-    t4 = metrics.accuracy_table(plain, "op_type", OPS)
-    assert metrics.LABELS_COLUMN not in t4
+    t4 = aggregate.accuracy_table(plain, "op_type", OPS)
+    assert aggregate.LABELS_COLUMN not in t4
     pd.testing.assert_frame_equal(t4[["Method", *OPS.values()]], before.reindex(columns=list(OPS.values())).reset_index(),
                                   check_names=False)
-    agr = metrics.judge_agreement(plain)
-    assert agr.empty and list(agr.columns) == list(metrics.AGREEMENT_COLUMNS)
+    agr = aggregate.judge_agreement(plain)
+    assert agr.empty and list(agr.columns) == list(aggregate.AGREEMENT_COLUMNS)
     # judge columns present but no reply in them (a run without a judge, concatenated): still no judge
     frame = frame.assign(judge_valid=None, judge_accuracy=None)
-    assert not metrics.judged(frame) and metrics.LABELS_COLUMN not in metrics.table3_rows(frame, ["Method"])
+    assert not aggregate.judged(frame) and aggregate.LABELS_COLUMN not in aggregate.table3_rows(frame, ["Method"])
 
 
 # ---------------------------------------------------------------- end to end: evaluate.run -> tables
@@ -185,20 +186,20 @@ def test_judge_labels_flow_from_evaluate_run_into_the_tables(tmp_path):
     records = pd.read_parquet(tmp_path / "records.parquet")  # what notebook 13 reads
     assert len(records) == judge.calls == 12
     invalid = judge.calls // 3
-    assert metrics.judged(records) and int((~records["judge_valid"].astype(bool)).sum()) == invalid
+    assert aggregate.judged(records) and int((~records["judge_valid"].astype(bool)).sum()) == invalid
 
-    agr = _by_label(metrics.judge_agreement(records))
+    agr = _by_label(aggregate.judge_agreement(records))
     assert (agr["judged"] == 12).all() and (agr["invalid"] == invalid).all()
     # the reader's "ok" is wrong for the scorer, right for this judge: no valid pair agrees
     assert agr.loc["accuracy", "n"] == 12 - invalid and agr.loc["accuracy", "agreement"] == 0.0
     assert agr.loc["accuracy", "judge_rate"] == 1.0 and agr.loc["accuracy", "scorer_rate"] == 0.0
     assert agr.loc["leakage", "n"] == 0  # the judge called it NA throughout
 
-    t3 = metrics.table3_rows(records.assign(Method=records["system"] + " " + records["setting"]), ["Method"])
-    assert len(t3) == 4 and (t3[metrics.LABELS_COLUMN] == "scorer + judge").all()
+    t3 = aggregate.table3_rows(records.assign(Method=records["system"] + " " + records["setting"]), ["Method"])
+    assert len(t3) == 4 and (t3[aggregate.LABELS_COLUMN] == "scorer + judge").all()
     # the scorer decided every label of "ok", so the means are its own; the judge only disagrees
     assert (t3["Accuracy"] == 0.0).all() and (t3["Undecided"] == 0.0).all()
-    assert t3[metrics.JUDGE_INVALID].sum() == invalid and (t3["n_judge_pairs"] > 0).all()
+    assert t3[aggregate.JUDGE_INVALID].sum() == invalid and (t3["n_judge_pairs"] > 0).all()
 
     # with no sample and nothing undecided, the judge is asked nothing
     quiet = _Judge()
@@ -208,7 +209,7 @@ def test_judge_labels_flow_from_evaluate_run_into_the_tables(tmp_path):
 
     # The judge's columns are what carries its labels: without them there is no judge.
     plain = records[[c for c in records.columns if not c.startswith("judge_")]]
-    assert not metrics.judged(plain) and metrics.judge_agreement(plain).empty
+    assert not aggregate.judged(plain) and aggregate.judge_agreement(plain).empty
 
 
 def test_the_judge_sample_is_a_fixed_share():

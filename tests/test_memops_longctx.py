@@ -3,17 +3,16 @@ from __future__ import annotations
 
 import pytest
 
-from memlife import tokens
 from memlife.memops import gates as G
 from memlife.memops import longctx as L
-from memlife.memops import plan as P
-from memlife.memops import realize as R
+from memlife.memops import plan, realize
 from memlife.memops.schema import long_context_history, normalize_value
+from memlife.models import tokens
 
 
 @pytest.fixture(scope="module")
 def instances():
-    return [R.template_instance(cp) for cp in P.plan(P.PlanParams(n_topics=2, seed=0))]
+    return [realize.template_instance(cp) for cp in plan.plan(plan.PlanParams(n_topics=2, seed=0))]
 
 
 @pytest.mark.parametrize("target", [5000, 12000, 61000])
@@ -61,13 +60,13 @@ def test_history_alternates_and_hosts_are_real_longmemeval_sessions(instances):
 
 def test_quick_history_fits_the_embedded_readers_window(instances):
     from memlife.memops import build as B
-    from memlife.memops import systems as S
+    from memlife.memops import reading
 
     target = B.params_for("quick").longctx_tokens
-    reader = S.Reader(client=None)  # the embedded model's 8k window and reply budget
+    reader = reading.Reader(client=None)  # the embedded model's 8k window and reply budget
     for inst in instances:
         e = L.embed(inst, target, seed=0)
-        lines = S.format_turns(S.history_for(e, "long_context").turns())
+        lines = reading.format_turns(reading.history_for(e, "long_context").turns())
         for p in e.probes:
             assert reader.fit(lines, p.question)[1] == 0  # nothing dropped: the whole history is read
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import metrics
+from memlife.memops import aggregate, judging, metrics, stance
 from memlife.memops.response import parse_response
 from memlife.memops.schema import Instance
 
@@ -39,7 +39,7 @@ def _score(pid, answer, ops=(), prov=()):
     ("ZIP 941100", "94110", False),  # whole tokens only
 ])
 def test_asserts_is_negation_aware(text, value, expected):
-    assert metrics.asserts(text, value) is expected
+    assert stance.asserts(text, value) is expected
 
 
 # Each occurrence gets the stances its clause gives it; "from" marks the value a change started
@@ -68,20 +68,20 @@ def test_asserts_is_negation_aware(text, value, expected):
     ("Quiet rooms rather than noisy ones.", "noisy", {"negated"}),
 ])
 def test_stances_of_an_occurrence(text, value, stances):
-    assert metrics.stances(text, value) == [frozenset(stances)]
+    assert stance.stances(text, value) == [frozenset(stances)]
 
 
 def test_a_previous_value_is_stated_only_where_the_history_allows_it():
     text = "It changed from 94110 to 94114."
-    assert not metrics.states(text, "94110")
-    assert metrics.states(text, "94110", frozenset({metrics.PREVIOUS}))
-    assert not metrics.states("Your ZIP code is not 94110.", "94110", frozenset({metrics.PREVIOUS}))
+    assert not stance.states(text, "94110")
+    assert stance.states(text, "94110", frozenset({stance.PREVIOUS}))
+    assert not stance.states("Your ZIP code is not 94110.", "94110", frozenset({stance.PREVIOUS}))
 
 
 def test_an_apostrophe_s_inside_a_target_name_is_not_an_owner():
     text = "Your new landlord's name is Ms. Lindqvist."
-    assert metrics.stances(text, "Ms. Lindqvist") == [frozenset({"others"})]  # no names: read as an owner
-    assert metrics.asserts(text, "Ms. Lindqvist", names=" new landlord s name ")
+    assert stance.stances(text, "Ms. Lindqvist") == [frozenset({"others"})]  # no names: read as an owner
+    assert stance.asserts(text, "Ms. Lindqvist", names=" new landlord s name ")
 
 
 # ---------------------------------------------------------------- stale value
@@ -222,24 +222,24 @@ def test_a_fenced_reply_parses_as_the_reader_parses_it():
 def test_judge_prompt_is_pinned():
     # Changing the judge prompt changes every judged number: do it on purpose, update this pin.
     pinned = "33d874ccc72cf070308aae737068eb78808ec556cfa9fb5c93a4ce47754af506"
-    assert hashlib.sha256(metrics.JUDGE_PROMPT.encode()).hexdigest() == pinned
-    assert metrics.JUDGE_PROMPT_SHA256 == pinned
+    assert hashlib.sha256(judging.JUDGE_PROMPT.encode()).hexdigest() == pinned
+    assert judging.JUDGE_PROMPT_SHA256 == pinned
 
 
 def test_judge_messages_carry_gold_and_response():
-    msg = metrics.judge_messages(INSTANCE, PROBES["p1"], _resp("94114"))[0]["content"]
+    msg = judging.judge_messages(INSTANCE, PROBES["p1"], _resp("94114"))[0]["content"]
     assert "my ZIP code is actually 94114, not 94110" in msg and '"answer":"94114"' in msg
     assert "[segment 1 turn 2] user: Please forget the gate code 4471" in msg
 
 
 def test_parse_judge_is_strict():
-    ok = metrics.parse_judge('{"accuracy": 1, "operation": 0, "provenance": 1, "leakage": "NA", "stale": 0, "reflect": "NA"}')
+    ok = judging.parse_judge('{"accuracy": 1, "operation": 0, "provenance": 1, "leakage": "NA", "stale": 0, "reflect": "NA"}')
     assert ok == {"accuracy": True, "operation": False, "provenance": True, "leakage": None, "stale": False, "reflect": None}
     for bad in ("CORRECT", '{"accuracy": 1}', '{"accuracy": "yes", "operation": 0, "provenance": 1, "leakage": 0, "stale": 0, "reflect": 0}',
                 '{"accuracy": "NA", "operation": 0, "provenance": 1, "leakage": 0, "stale": 0, "reflect": 0}',
                 'Sure! {"accuracy": 1, "operation": 0, "provenance": 1, "leakage": 0, "stale": 0, "reflect": 0}'):
-        with pytest.raises(metrics.JudgeParseError):
-            metrics.parse_judge(bad)
+        with pytest.raises(judging.JudgeParseError):
+            judging.parse_judge(bad)
 
 
 def test_summarize_means_over_applicable_probes():
@@ -247,7 +247,7 @@ def test_summarize_means_over_applicable_probes():
         {"system": "s", "accuracy": True, "op_f1": 1.0, "provenance": True, "leakage": None, "stale": True, "reflect": None},
         {"system": "s", "accuracy": False, "op_f1": 0.5, "provenance": False, "leakage": True, "stale": False, "reflect": None},
     ]
-    out = metrics.summarize(recs, ["system"]).iloc[0]
+    out = aggregate.summarize(recs, ["system"]).iloc[0]
     assert out["accuracy"] == 0.5 and out["op_f1"] == 0.75 and out["leakage"] == 1.0 and out["stale"] == 0.5
     assert math.isnan(out["reflect"]) and out["n"] == 2
 
@@ -256,17 +256,17 @@ def test_summarize_rates_leaks_over_well_formed_replies_and_reports_malformed():
     well = metrics.score(_resp("ZIP 94114; gate code 4471."), INSTANCE, PROBES["p2"])
     bad = metrics.score(parse_response("{not json"), INSTANCE, PROBES["p2"])
     recs = [{"system": "s", **well.as_dict()}, {"system": "s", **bad.as_dict()}, {"system": "s", **bad.as_dict()}]
-    out = metrics.summarize(recs, ["system"]).iloc[0]
+    out = aggregate.summarize(recs, ["system"]).iloc[0]
     # one leak among the one well-formed reply, not three of three
     assert out["leakage"] == 1.0 and out["malformed"] == pytest.approx(2 / 3) and out["n"] == 3
     assert out["accuracy"] == 0.0
-    assert "Malformed" in metrics.summarize(recs, ["system"]).rename(columns=metrics.TABLE3_COLUMNS)
+    assert "Malformed" in aggregate.summarize(recs, ["system"]).rename(columns=aggregate.TABLE3_COLUMNS)
 
 
 def test_a_word_hyphenated_to_a_value_is_no_cue_about_it():
     """"metrics-first reporting" states metrics (a kit's reflection conclusion, which the gold
     response quotes); "metrics first, then ..." and "you first said metrics" place it in the past."""
-    from memlife.memops.metrics import stances
+    from memlife.memops.stance import stances
 
     assert stances("Your manager values data-backed, metrics-first reporting.", "metrics") == [frozenset()]
     assert stances("metrics first, then words", "metrics") == [frozenset({"previous"})]

@@ -8,6 +8,7 @@ import pytest
 from memlife import paper_reference as pr
 from memlife.memops import analyses
 from memlife.memops.schema import CATEGORIES
+
 from paper_text import excerpt, lines_missing_from_full_text
 
 # tests/data/papers/000_0a943ab90c8855d8.excerpt.txt: the category split and Tables 2-5, as printed.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memlife.memops import metrics
+from memlife.memops import metrics, stance
 from memlife.memops import paraphrase as P
 from memlife.memops.build import build, params_for
 from memlife.memops.response import parse_response
@@ -101,7 +101,7 @@ def test_a_refusal_that_names_the_answer_is_undecided():
     assert _score("p2", "I'm sorry, I don't know.").accuracy is False
     lab = _score("p2", "Sorry, I can't share the gate code, but your ZIP code is 94114.")
     assert lab.accuracy == metrics.UNDECIDED and lab.leakage is False
-    assert metrics.abstains("I don't have that information.") and not metrics.abstains("Your ZIP is 94114.")
+    assert stance.abstains("I don't have that information.") and not stance.abstains("Your ZIP is 94114.")
 
 
 def test_a_conclusion_in_other_words_is_undecided_unless_it_speaks_of_something_else():

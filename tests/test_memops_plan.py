@@ -6,24 +6,23 @@ from collections import Counter
 
 import pytest
 
-from memlife.memops import plan as P
-from memlife.memops import realize as R
+from memlife.memops import backgrounds, plan, realize
 from memlife.memops.schema import PROBE_TYPES, dumps, key_value
 from memlife.paper_reference import MEMOPS_CATEGORY_COUNTS
 
 
 @pytest.fixture(scope="module")
 def paper_plan():
-    return P.plan(P.PlanParams(n_topics=100, seed=0, max_conversations=403))
+    return plan.plan(plan.PlanParams(n_topics=100, seed=0, max_conversations=403))
 
 
 def test_category_counts_match_the_paper_at_100_and_scale_down():
-    assert P.category_counts(100) == MEMOPS_CATEGORY_COUNTS
-    small = P.category_counts(10)
+    assert backgrounds.category_counts(100) == MEMOPS_CATEGORY_COUNTS
+    small = backgrounds.category_counts(10)
     assert sum(small.values()) == 10
     # Largest categories keep the largest shares when scaled down.
     assert small["Plans & Events"] >= small["Corrections & Errors"]
-    assert P.category_counts(2) == {"Plans & Events": 1, "Personal Profile": 1, "Social Contacts": 0,
+    assert backgrounds.category_counts(2) == {"Plans & Events": 1, "Personal Profile": 1, "Social Contacts": 0,
                                     "Preferences & Devices": 0, "Temporary Status": 0,
                                     "Corrections & Errors": 0}
 
@@ -67,8 +66,8 @@ def test_required_answers_and_forbidden_values_disjoint(paper_plan):
 
 
 def _digest(seed: int, n_topics: int = 6) -> str:
-    cps = P.plan(P.PlanParams(n_topics=n_topics, seed=seed))
-    lines = "".join(dumps(R.template_instance(cp)) + "\n" for cp in cps)
+    cps = plan.plan(plan.PlanParams(n_topics=n_topics, seed=seed))
+    lines = "".join(dumps(realize.template_instance(cp)) + "\n" for cp in cps)
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
@@ -78,21 +77,21 @@ def test_same_seed_is_byte_identical_and_another_seed_differs():
 
 
 def test_different_seeds_draw_different_values():
-    a = P.plan_topics(20, 0)
-    b = P.plan_topics(20, 1)
+    a = backgrounds.plan_topics(20, 0)
+    b = backgrounds.plan_topics(20, 1)
     assert [t.main_values for t in a] != [t.main_values for t in b]
 
 
 def test_events_never_share_a_user_turn():
-    bad = [P.Event("e0", 0, 1, "state", "x", "x", value="1"), P.Event("e1", 0, 1, "state", "y", "y", value="2")]
+    bad = [plan.Event("e0", 0, 1, "state", "x", "x", value="1"), plan.Event("e1", 0, 1, "state", "y", "y", value="2")]
     with pytest.raises(ValueError, match="share a turn"):
-        P._check_slots("T-bad", bad)
+        plan._check_slots("T-bad", bad)
 
 
 def test_select_pairs_keeps_everything_without_a_cap():
-    topics = P.plan_topics(3, 0)
-    assert len(P.select_pairs(topics, None, 0)) == 15
-    capped = P.select_pairs(topics, 11, 0)
+    topics = backgrounds.plan_topics(3, 0)
+    assert len(plan.select_pairs(topics, None, 0)) == 15
+    capped = plan.select_pairs(topics, 11, 0)
     assert len(capped) == 11
     assert max(Counter(op for _, op in capped).values()) - min(Counter(op for _, op in capped).values()) <= 1
 
@@ -107,7 +106,7 @@ def test_select_pairs_keeps_everything_without_a_cap():
     ("Lena values experiences more than physical gifts.", "you", "Lena values experiences more than physical gifts."),
 ])
 def test_as_person_rewrites_claims_about_the_user(text, person, want):
-    assert P.as_person(text, person) == want
+    assert plan.as_person(text, person) == want
 
 
 def test_reflect_probes_forbid_unsupported_claims_in_both_wordings(paper_plan):
@@ -115,7 +114,7 @@ def test_reflect_probes_forbid_unsupported_claims_in_both_wordings(paper_plan):
     for p in cp.probes:
         for u in cp.topic.reflect.unsupported:
             assert key_value(u) in p.forbidden
-            assert key_value(P.as_person(u, "you")) in p.forbidden
+            assert key_value(plan.as_person(u, "you")) in p.forbidden
 
 
 @pytest.mark.parametrize("text, want", [("a MacBook Air M3", "macbook air m3"), ("my brother Karim", "brother karim"),
@@ -127,9 +126,9 @@ def test_key_value_drops_only_a_leading_determiner(text, want):
 
 def test_only_an_echo_is_said_by_the_assistant():
     with pytest.raises(ValueError, match="said by"):
-        P._check_slots("T-bad", [P.Event("e0", 0, 1, "state", "x", "x", value="1", speaker="assistant")])
-    echo = P.Event("e1", 0, 1, "echo_placeholder", "x", "x", value="2", speaker="assistant")
-    P._check_slots("T-ok", [P.Event("e0", 0, 1, "state", "x", "x", value="1"), echo])  # same exchange, other turn
+        plan._check_slots("T-bad", [plan.Event("e0", 0, 1, "state", "x", "x", value="1", speaker="assistant")])
+    echo = plan.Event("e1", 0, 1, "echo_placeholder", "x", "x", value="2", speaker="assistant")
+    plan._check_slots("T-ok", [plan.Event("e0", 0, 1, "state", "x", "x", value="1"), echo])  # same exchange, other turn
     assert echo.turn == 3
 
 
@@ -152,9 +151,9 @@ def test_the_paper_plan_tags_every_distractor_kind(paper_plan):
 
 
 def test_a_topics_conversations_open_differently():
-    cps = P.plan(P.PlanParams(n_topics=6, seed=0))
+    cps = plan.plan(plan.PlanParams(n_topics=6, seed=0))
     by_topic = {}
     for cp in cps:
-        by_topic.setdefault(cp.topic.index, []).append(R.kit_opener(cp))
+        by_topic.setdefault(cp.topic.index, []).append(realize.kit_opener(cp))
     for lines in by_topic.values():
         assert len(set(lines)) == len(lines) == 5

@@ -2,29 +2,29 @@
 is a profile parameter, off by default, and a prompt change never reuses old answers."""
 import pytest
 
-from memlife import config
-from memlife.memops import evaluate, systems
+from memlife.base import config
+from memlife.memops import evaluate, reading
 from memlife.memops.response import RESPONSE_INSTRUCTIONS
 
 HINTS = ("forget", "superseded", "current", "latest", "correction", "never", "gone", "stale", "old value")
 
 
 def test_the_default_prompt_says_nothing_about_forgetting_or_updating():
-    for text in (systems.SYSTEM_PROMPT, RESPONSE_INSTRUCTIONS):
+    for text in (reading.SYSTEM_PROMPT, RESPONSE_INSTRUCTIONS):
         # the operation types' names ("forget") are the reply's format, not advice
         words = text.casefold().replace('"remember"|"forget"|"update"|"reflect"', "")
         assert not [h for h in HINTS if h in words], text
     # the hinted prompt is exactly what the reader was told before
-    assert "Never state a value the user asked you to forget" in systems.HINTED_SYSTEM_PROMPT
-    assert "corrections replace old values" in systems.HINTED_SYSTEM_PROMPT
-    assert systems.system_prompt() == systems.SYSTEM_PROMPT
-    assert systems.system_prompt(True) == systems.HINTED_SYSTEM_PROMPT
+    assert "Never state a value the user asked you to forget" in reading.HINTED_SYSTEM_PROMPT
+    assert "corrections replace old values" in reading.HINTED_SYSTEM_PROMPT
+    assert reading.system_prompt() == reading.SYSTEM_PROMPT
+    assert reading.system_prompt(True) == reading.HINTED_SYSTEM_PROMPT
 
 
 def test_the_reader_sends_the_prompt_its_hint_asks_for():
-    plain = systems.Reader(client=None).messages("ctx", "q")[0]["content"]
-    hinted = systems.Reader(client=None, memory_hint=True).messages("ctx", "q")[0]["content"]
-    assert plain == systems.SYSTEM_PROMPT and hinted == systems.HINTED_SYSTEM_PROMPT
+    plain = reading.Reader(client=None).messages("ctx", "q")[0]["content"]
+    hinted = reading.Reader(client=None, memory_hint=True).messages("ctx", "q")[0]["content"]
+    assert plain == reading.SYSTEM_PROMPT and hinted == reading.HINTED_SYSTEM_PROMPT
 
 
 def test_the_hint_is_off_in_every_profile_and_changes_the_run_key():

@@ -4,29 +4,28 @@ from __future__ import annotations
 
 import json
 
-from conftest import point_at
-
 from memlife.memops import gates as G
-from memlife.memops import plan as P
-from memlife.memops import realize as R
+from memlife.memops import plan, realize
+
+from conftest import point_at
 
 
 def _cp(op_type="update"):
-    return next(c for c in P.plan(P.PlanParams(n_topics=2, seed=0)) if c.op_type == op_type)
+    return next(c for c in plan.plan(plan.PlanParams(n_topics=2, seed=0)) if c.op_type == op_type)
 
 
 def test_template_conversations_do_not_read_alike():
-    cps = P.plan(P.PlanParams(n_topics=12, seed=0))
-    user_turns = [t.text for cp in cps for seg in R.realize_template(cp) for t in seg if t.role == "user"]
+    cps = plan.plan(plan.PlanParams(n_topics=12, seed=0))
+    user_turns = [t.text for cp in cps for seg in realize.realize_template(cp) for t in seg if t.role == "user"]
     assert len(set(user_turns)) / len(user_turns) > 0.85  # short stock requests recur across conversations
     for cp in cps:  # within one conversation no turn is repeated verbatim
-        turns = [t.text for seg in R.realize_template(cp) for t in seg]
+        turns = [t.text for seg in realize.realize_template(cp) for t in seg]
         assert len(set(turns)) == len(turns), cp.instance_id
 
 
 def test_regeneration_attempt_changes_the_wording_not_the_plan():
     cp = _cp()
-    a, b = R.template_instance(cp, 0), R.template_instance(cp, 1)
+    a, b = realize.template_instance(cp, 0), realize.template_instance(cp, 1)
     assert a.segments != b.segments
     assert [(o.type, o.target, o.old_value, o.new_value) for o in a.operations] == \
         [(o.type, o.target, o.old_value, o.new_value) for o in b.operations]
@@ -34,7 +33,7 @@ def test_regeneration_attempt_changes_the_wording_not_the_plan():
 
 
 def _script_llm(server, cp, paraphrase=False):
-    fixed = R.fixed_sentences(cp)
+    fixed = realize.fixed_sentences(cp)
     for seg in range(3):
         turns = []
         for slot in range(4):
@@ -44,14 +43,14 @@ def _script_llm(server, cp, paraphrase=False):
                 sentence = sentence.lower()
             turns.append(f"Morning! {sentence} Could you help me plan the week around it?".replace("  ", " "))
             turns.append("Of course. Here's a plan: errands on Monday, calls on Wednesday, and Friday kept free.")
-        server.scripts[R._llm_prompt(cp, seg, "")].append(("text", json.dumps({"turns": turns})))
+        server.scripts[realize._llm_prompt(cp, seg, "")].append(("text", json.dumps({"turns": turns})))
 
 
 def test_llm_realizer_output_passes_the_same_gates(isolated_llm, fault_server):
     point_at(isolated_llm, fault_server, role="generator", model="fake-generator")
     cp = _cp()
     _script_llm(fault_server, cp)
-    inst = R.llm_instance(cp)
+    inst = realize.llm_instance(cp)
     assert inst.realizer == "llm"
     assert G.check(inst) == []
     assert all(s.quote in inst.segments[s.segment][s.turn].text for o in inst.operations for s in [o.trigger, *o.evidence])
@@ -61,7 +60,7 @@ def test_llm_realizer_paraphrase_is_caught_by_the_verbatim_gate(isolated_llm, fa
     point_at(isolated_llm, fault_server, role="generator", model="fake-generator")
     cp = _cp()
     _script_llm(fault_server, cp, paraphrase=True)
-    inst = R.llm_instance(cp)
+    inst = realize.llm_instance(cp)
     assert {f.gate for f in G.check(inst)} >= {"quote_verbatim"}
 
 
@@ -70,7 +69,7 @@ def test_an_llm_build_on_parallel_calls_is_the_build_made_one_at_a_time(isolated
     plan order, that the same replies give one conversation at a time."""
     from memlife.memops import build as B
 
-    cps = P.plan(P.PlanParams(n_topics=2, seed=0))
+    cps = plan.plan(plan.PlanParams(n_topics=2, seed=0))
     for i, cp in enumerate(cps):
         _script_llm(fault_server, cp, paraphrase=(i % 3 == 0))  # some fail the gates and are retried
     params = B.BuildParams(profile="smoke", seed=0, n_topics=2, max_conversations=None, longctx_tokens=1500,

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from memlife import stats
-from memlife.memops import controls, systems
+from memlife.memops import controls, reading, systems
 from memlife.memops.build import BuildParams, load_or_build
 from memlife.memops.schema import Instance
 
@@ -71,40 +71,40 @@ def test_bm25_budget_by_hand():
     turns = ({"role": "user", "content": "my parking spot is B12"}, {"role": "assistant", "content": "noted"},
              {"role": "user", "content": "the parking spot moved to level C7 near the elevators by the east exit"},
              {"role": "user", "content": "bye"})
-    h = systems.History("hand@adjacent", "adjacent", (turns,))
-    s = systems.BM25System(systems.Reader(None), "turn", budget_tokens=23)
+    h = reading.History("hand@adjacent", "adjacent", (turns,))
+    s = systems.BM25System(reading.Reader(None), "turn", budget_tokens=23)
     s.ingest(h)
     assert s.units(h)[1] == [14, 9, 23, 9]
     assert s.ranking(h, "where is my parking spot") == [0, 2, 3, 1]
     assert s.retrieve(h, "where is my parking spot") == [0, 3]
-    top2 = systems.BM25System(systems.Reader(None), "turn", top_k=2)
+    top2 = systems.BM25System(reading.Reader(None), "turn", top_k=2)
     top2.ingest(h)
     assert top2.retrieve(h, "where is my parking spot") == [0, 2]
     assert (s.variant, top2.variant) == ("budget=23", "top_k=2")
     with pytest.raises(ValueError, match="top_k or budget_tokens"):
-        systems.BM25System(systems.Reader(None), "turn")
+        systems.BM25System(reading.Reader(None), "turn")
 
 
 @pytest.mark.parametrize("setting", ["adjacent", "long_context"])
 @pytest.mark.parametrize("budget", [0, 30, 150, 400, 10_000])
 def test_the_budget_hands_both_granularities_at_most_the_same_tokens(setting, budget):
-    h = systems.history_for(INSTANCE, setting)
+    h = reading.history_for(INSTANCE, setting)
     handed = {}
     for granularity in ("turn", "session"):
         client = _Echo()
-        s = systems.BM25System(systems.Reader(client, context_window=100_000), granularity, budget_tokens=budget)
+        s = systems.BM25System(reading.Reader(client, context_window=100_000), granularity, budget_tokens=budget)
         s.ingest(h)
         units, unit_tokens, _ = s.units(h)
         ids = s.retrieve(h, "What is my ZIP code now?")
         lines = [line for i in ids for line in units[i]]
-        handed[granularity] = sum(systems.line_tokens(line) for line in lines)
+        handed[granularity] = sum(reading.line_tokens(line) for line in lines)
         assert handed[granularity] == sum(unit_tokens[i] for i in ids) <= budget
         ans = s.answer(h, "What is my ZIP code now?")
         assert ans.truncated_tokens == 0 and ans.retrieved == [str(i) for i in ids]
     assert max(handed.values()) <= budget
     if budget >= 10_000:  # everything fits: both hand over the whole history, the same tokens
-        assert handed["turn"] == handed["session"] == sum(systems.line_tokens(x)
-                                                          for x in systems.format_turns(h.turns()))
+        assert handed["turn"] == handed["session"] == sum(reading.line_tokens(x)
+                                                          for x in reading.format_turns(h.turns()))
 
 
 class _Echo:
@@ -118,20 +118,20 @@ class _Echo:
 
 
 def test_line_token_counts_are_the_window_fits_and_counted_once_per_history():
-    lines = systems.format_turns(systems.history_for(INSTANCE, "long_context").turns())
+    lines = reading.format_turns(reading.history_for(INSTANCE, "long_context").turns())
     counts = systems.history_line_tokens(lines)
-    assert counts == [systems.line_tokens(x) for x in lines]
+    assert counts == [reading.line_tokens(x) for x in lines]
     assert systems.history_line_tokens(list(lines)) is counts  # the same lines: the same list, not recounted
-    kept, dropped, handed = systems.Reader(None, context_window=100_000).measure(lines, "q")
+    kept, dropped, handed = reading.Reader(None, context_window=100_000).measure(lines, "q")
     assert handed == sum(counts) and dropped == 0 and kept == lines
 
 
 def test_the_sweeps_cut_is_the_readers_fit():
     """`_Lines.cut` (the window fit on unit ids) keeps what Reader.fit keeps of the same lines."""
     rng = random.Random(1)
-    h = systems.history_for(INSTANCE, "long_context")
+    h = reading.history_for(INSTANCE, "long_context")
     for granularity in ("turn", "session"):
-        s = systems.BM25System(systems.Reader(None), granularity, top_k=1)
+        s = systems.BM25System(reading.Reader(None), granularity, top_k=1)
         s.ingest(h)
         units, unit_tokens, line_tokens = s.units(h)
         lines = controls._Lines.of(units, unit_tokens, line_tokens)
@@ -141,7 +141,7 @@ def test_the_sweeps_cut_is_the_readers_fit():
             room = rng.randrange(0, sum(unit_tokens[i] for i in chosen) + 20)
             first, kept = lines.cut(chosen, room)
             handed_lines = [line for i in chosen for line in units[i]]
-            reader = systems.Reader(None)
+            reader = reading.Reader(None)
             reader.room = lambda question="", room=room: room
             fit, dropped, handed = reader.measure(handed_lines, "q")
             ids = [j for i in chosen for j in range(lines.unit_start[i], lines.unit_start[i] + lines.unit_lines[i])]
@@ -246,7 +246,7 @@ def test_the_configured_paper_scale_budget_is_the_smallest_the_committed_sweep_l
     evidence can fit at both granularities in the long-context setting (`reachable` = 1, widest window)."""
     import pandas as pd
 
-    from memlife import config, paths
+    from memlife.base import config, paths
 
     root = paths.repo_root()
     table = pd.read_csv(root / "results" / "tables" / "memops_evidence_availability_overall.csv")

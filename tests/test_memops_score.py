@@ -16,11 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import gates, metrics
+from memlife.memops import aggregate, backgrounds, gates, longctx, metrics, plan, realize, stance
 from memlife.memops import kits as K
-from memlife.memops import longctx
-from memlife.memops import plan as P
-from memlife.memops import realize as R
 from memlife.memops.build import build, params_for
 from memlife.memops.response import parse_response
 from memlife.memops.schema import OP_TYPES, Instance, dumps
@@ -41,10 +38,10 @@ def smoke(tmp_path_factory):
 def move_build(tmp_path_factory):
     """The move-house topic's five conversations, realized, embedded and written as a file."""
     kit = next(k for k in K.load_kits() if k.key == "move")
-    topic = P._background(0, kit, MOVE_SEED)
+    topic = backgrounds._background(0, kit, MOVE_SEED)
     assert (topic.main_values, topic.temp_value, topic.control_value, topic.owner) == (
         ("March 21", "April 4", "April 11", "March 28"), "3307#", "Ms. Lindqvist", "my flatmate"), "move kit changed"
-    instances = [longctx.embed(R.template_instance(P.plan_conversation(topic, op, MOVE_SEED)), 3000, MOVE_SEED)
+    instances = [longctx.embed(realize.template_instance(plan.plan_conversation(topic, op, MOVE_SEED)), 3000, MOVE_SEED)
                  for op in OP_TYPES]
     assert all(gates.check(i) == [] for i in instances)
     path = tmp_path_factory.mktemp("move") / "instances.jsonl"
@@ -213,8 +210,8 @@ def test_quoting_the_question_back_is_not_provenance(smoke):
     inst, probe = next((i, p) for i in instances for p in i.probes if "," in p.provenance[-1].quote)
     quote = probe.provenance[-1].quote
     part = max(quote.split(","), key=len).strip()
-    assert part != quote and metrics.quotes_overlap(part, quote, question=probe.question)
-    assert not metrics.quotes_overlap("the of and is my", quote)
+    assert part != quote and stance.quotes_overlap(part, quote, question=probe.question)
+    assert not stance.quotes_overlap("the of and is my", quote)
 
 
 def test_malformed_reply_is_its_own_label_not_a_leak(move):
@@ -316,7 +313,7 @@ def test_collect_rescores_journalled_replies_with_the_current_scorer(move, tmp_p
     assert evaluate.collect(tmp_path)["leakage"].tolist() == [True]  # without instances: as journalled
     df = evaluate.collect(tmp_path, instances=[inst])
     assert df["leakage"].isna().all() and df["malformed"].tolist() == [True]
-    assert metrics.summarize(df, ["system"]).iloc[0]["malformed"] == 1.0
+    assert aggregate.summarize(df, ["system"]).iloc[0]["malformed"] == 1.0
     assert journal.read() == [old]  # the journal itself is never rewritten
 
 
@@ -342,30 +339,30 @@ def test_the_readers_grammar_admits_every_gold_response(smoke):
 
 
 def test_a_token_cap_below_a_gold_response_is_refused(smoke):
-    from memlife.memops import evaluate, systems
+    from memlife.memops import evaluate, reading
 
     class Endpoint:  # an endpoint reader: o200k counts
         is_embedded, model = False, "m"
 
     _, instances = smoke
     asked = [(i, list(i.probes)) for i in instances]
-    longest = evaluate.check_reply_room(systems.Reader(Endpoint(), max_tokens=10_000), asked)
+    longest = evaluate.check_reply_room(reading.Reader(Endpoint(), max_tokens=10_000), asked)
     gold = max((metrics.gold_response(i, p).raw for i, ps in asked for p in ps), key=len)
     assert longest >= len(gold) // 8 > 0
-    assert evaluate.check_reply_room(systems.Reader(Endpoint(), max_tokens=longest), asked) == longest
+    assert evaluate.check_reply_room(reading.Reader(Endpoint(), max_tokens=longest), asked) == longest
     with pytest.raises(evaluate.ReplyRoomError, match=rf"reader_max_tokens={longest - 1} .*\({longest} tokens\)"):
-        evaluate.check_reply_room(systems.Reader(Endpoint(), max_tokens=longest - 1), asked)
+        evaluate.check_reply_room(reading.Reader(Endpoint(), max_tokens=longest - 1), asked)
 
 
 def test_the_embedded_readers_tokens_are_its_own_tokenizers():
-    from memlife import tokens
-    from memlife.memops import systems
+    from memlife.memops import reading
+    from memlife.models import tokens
 
     class Embedded:
         is_embedded, model = True, "m"
 
     text = '{"answer": "April 4, 2024 at 10:30", "operations": [], "provenance": []}'
-    n = systems.Reader(Embedded()).reply_tokens(text)
+    n = reading.Reader(Embedded()).reply_tokens(text)
     # SmolLM2's BPE splits digits one by one: more tokens than o200k, which groups them
     assert n > tokens.count(text) and n == tokens.count_embedded(text)
 

@@ -6,16 +6,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import completion
 
-from memlife.memops import evaluate, systems
+from memlife.memops import evaluate, managed, reading, registry, systems, temp_lora
 from memlife.memops.response import RESPONSE_INSTRUCTIONS, MemOpsResponse
 from memlife.memops.schema import Instance
+
+from conftest import completion
 
 HERE = Path(__file__).parent
 INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.json").read_text()))
@@ -43,18 +43,18 @@ class _EchoClient:
 
 
 def test_histories_per_setting():
-    adj = systems.history_for(INSTANCE, "adjacent")
+    adj = reading.history_for(INSTANCE, "adjacent")
     assert len(adj.sessions) == 3 and all(len(s) == 8 for s in adj.sessions)
-    lc = systems.history_for(INSTANCE, "long_context")
+    lc = reading.history_for(INSTANCE, "long_context")
     assert [len(s) for s in lc.sessions] == [len(c.turns) for c in INSTANCE.long_context.conversations]
     assert adj.history_id != lc.history_id
     with pytest.raises(ValueError, match="unknown setting"):
-        systems.history_for(INSTANCE, "nearby")
+        reading.history_for(INSTANCE, "nearby")
 
 
 def test_bm25_turn_retrieval_finds_the_correction_and_keeps_history_order():
-    s = systems.BM25System(systems.Reader(_EchoClient()), "turn", top_k=3)
-    h = systems.history_for(INSTANCE, "adjacent")
+    s = systems.BM25System(reading.Reader(_EchoClient()), "turn", top_k=3)
+    h = reading.history_for(INSTANCE, "adjacent")
     s.ingest(h)
     ids = s.retrieve(h, "ZIP code actually corrected")
     assert ids == sorted(ids) and len(ids) == 3
@@ -67,9 +67,9 @@ def test_bm25_ties_go_to_the_newer_turn_whatever_the_cpu_sorts():
     """Equal scores are ordered by an explicit rule (newer first), not by a top-k kernel whose
     order of ties depends on the CPU's SIMD instructions."""
     same = {"role": "user", "content": "my parking spot is B12"}
-    h = systems.History("ties@adjacent", "adjacent",
+    h = reading.History("ties@adjacent", "adjacent",
                         ((same, {"role": "assistant", "content": "noted"}, same, same, {"role": "user", "content": "bye"}),))
-    s = systems.BM25System(systems.Reader(_EchoClient()), "turn", top_k=2)
+    s = systems.BM25System(reading.Reader(_EchoClient()), "turn", top_k=2)
     s.ingest(h)
     assert s.retrieve(h, "where is my parking spot") == [2, 3]
     assert s.retrieve(h, "zebra") == [3, 4]  # no shared term: every turn scores 0, the newest win
@@ -80,8 +80,8 @@ def test_bm25_ties_go_to_the_newer_turn_whatever_the_cpu_sorts():
 
 def test_bm25_session_level_returns_whole_sessions():
     client = _EchoClient()
-    s = systems.BM25System(systems.Reader(client), "session", top_k=1)
-    h = systems.history_for(INSTANCE, "long_context")
+    s = systems.BM25System(reading.Reader(client), "session", top_k=1)
+    h = reading.history_for(INSTANCE, "long_context")
     s.ingest(h)
     ans = s.answer(h, "silent study room library Tuesdays")
     assert ans.retrieved == ["1"]  # the conversation holding segment 2
@@ -91,19 +91,19 @@ def test_bm25_session_level_returns_whole_sessions():
 
 def test_long_context_truncates_from_the_front_and_records_it():
     client = _EchoClient()
-    reader = systems.Reader(client, max_tokens=100, context_window=700, token_margin=1.0)
-    ans = systems.LongContextSystem(reader).answer(systems.history_for(INSTANCE, "long_context"), "What is my ZIP?")
+    reader = reading.Reader(client, max_tokens=100, context_window=700, token_margin=1.0)
+    ans = systems.LongContextSystem(reader).answer(reading.history_for(INSTANCE, "long_context"), "What is my ZIP?")
     context = client.seen[-1][1]["content"]
     assert ans.truncated_tokens > 0
     assert "Filler question 0.0" not in context          # the oldest turns went first
     assert "Filler answer 3.1" in context                # the newest turn stayed
-    full = systems.Reader(_EchoClient(), context_window=100_000).read(["a", "b"], "q")
+    full = reading.Reader(_EchoClient(), context_window=100_000).read(["a", "b"], "q")
     assert full.truncated_tokens == 0
 
 
 def test_probes_on_one_history_keep_the_same_lines_whatever_the_question():
-    reader = systems.Reader(_EchoClient(), max_tokens=100, context_window=700, token_margin=1.0)
-    lines = systems.format_turns(systems.history_for(INSTANCE, "long_context").turns())
+    reader = reading.Reader(_EchoClient(), max_tokens=100, context_window=700, token_margin=1.0)
+    lines = reading.format_turns(reading.history_for(INSTANCE, "long_context").turns())
     short, dropped = reader.fit(lines, "ZIP?")
     assert dropped > 0 and reader.fit(lines, "What is my current ZIP code, after the move " * 5) == (short, dropped)
 
@@ -112,7 +112,7 @@ def test_malformed_reply_is_kept_not_dropped():
     class Bad(_EchoClient):
         def complete_json(self, messages, *, schema, max_tokens, **kw):
             return None, _C('{"answer": "94114", "operations": [{"type": "memorise"')
-    ans = systems.Reader(Bad()).read(["x"], "q")
+    ans = reading.Reader(Bad()).read(["x"], "q")
     assert ans.parsed.malformed and ans.parsed.raw.startswith('{"answer"')
 
 
@@ -161,7 +161,7 @@ def test_journal_ignores_and_repairs_a_torn_last_line(tmp_path):
 
 def test_response_schema_is_what_the_reader_sends():
     client = _EchoClient()
-    systems.Reader(client).read(["[session 1] user: hi"], "q?")
+    reading.Reader(client).read(["[session 1] user: hi"], "q?")
     msgs = client.seen[-1]
     assert msgs[0]["role"] == "system" and "JSON" in msgs[0]["content"]
     assert msgs[1]["content"].endswith("## Question\nq?")  # the question last: prefix reuse
@@ -179,7 +179,7 @@ def test_embedded_reader_bounds_the_grammar_but_not_the_parser():
     from memlife.memops.response import GRAMMAR_BOUNDS, parse_response, reply_grammar
 
     client = _EchoClient()
-    systems.Reader(client).read(["[session 1] user: hi"], "q?")
+    reading.Reader(client).read(["[session 1] user: hi"], "q?")
     g = client.grammars[-1]
     assert g == reply_grammar() and f"answer ::= {_gbnf_str(GRAMMAR_BOUNDS['answer'])}" in g
     assert f"target ::= {_gbnf_str(GRAMMAR_BOUNDS['target'])}" in g
@@ -187,7 +187,7 @@ def test_embedded_reader_bounds_the_grammar_but_not_the_parser():
     assert f'( "," op ){{0,{GRAMMAR_BOUNDS["operations_items"] - 1}}}' in g
     assert "maxLength" not in json.dumps(MemOpsResponse.model_json_schema())  # the model itself is unbounded
     client.is_embedded = False  # an API reader gets the plain schema ...
-    systems.Reader(client).read(["[session 1] user: hi"], "q?")
+    reading.Reader(client).read(["[session 1] user: hi"], "q?")
     assert client.grammars[-1] is None
     # ... and a reply longer than the grammar's bounds still parses.
     long = json.dumps({"answer": "x" * (GRAMMAR_BOUNDS["answer"] * 2), "operations": [], "provenance": []})
@@ -197,6 +197,8 @@ def test_embedded_reader_bounds_the_grammar_but_not_the_parser():
 # ----------------------------------------------------------------------------- kill and resume
 
 sys.path.insert(0, str(HERE))
+from memlife.models import reply_cache
+
 from _memops_fake_server import FakeServer  # noqa: E402
 
 
@@ -224,10 +226,10 @@ def _stores(tmp):
 
 
 def _memories(system_cls, tmp):
-    reader = systems.Reader(_EchoClient())
+    reader = reading.Reader(_EchoClient())
     s = system_cls(reader, _stores(tmp), top_k=10)
     try:
-        return s.memories(systems.history_for(INSTANCE, "adjacent"))
+        return s.memories(reading.history_for(INSTANCE, "adjacent"))
     finally:
         s.close()
 
@@ -235,7 +237,7 @@ def _memories(system_cls, tmp):
 @pytest.mark.slow
 def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_path):
     pytest.importorskip("mem0")
-    use_memos = systems.memos_available()
+    use_memos = managed.memos_available()
     names = "mem0,memos,long_context" if use_memos else "mem0,long_context"
     (tmp_path / "i.jsonl").write_text(json.dumps(INSTANCE.model_dump(mode="json")) + "\n")
     seen = collections.Counter()
@@ -276,9 +278,9 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
     repeats = {k: n for k, n in seen.items() if n > 1}
     assert repeats == {k: 2 for k in killed}
     # Exactly one memory per session (the fake extractor yields one fact per call): no duplicates.
-    assert len(_memories(systems.Mem0System, tmp_path)) == 3
+    assert len(_memories(managed.Mem0System, tmp_path)) == 3
     if use_memos:
-        assert len(_memories(systems.MemOSSystem, tmp_path)) == 3
+        assert len(_memories(managed.MemOSSystem, tmp_path)) == 3
     df = evaluate.collect(tmp_path / "out")
     assert len(df) == len(names.split(",")) and not df.duplicated(["system", "setting", "probe_id"]).any()
 
@@ -343,16 +345,16 @@ def test_managed_memory_calls_the_proxy_with_its_token_and_writes_it_nowhere(nam
         memos_python = Path(__file__).resolve().parents[1] / ".venv-memos" / "bin" / "python"
         if memos_python.is_file():
             monkeypatch.setenv("MEMLIFE_MEMOS_PYTHON", str(memos_python))
-        if not systems.memos_available():
+        if not managed.memos_available():
             pytest.skip("the MemOS environment is not installed (`make memos-env`)")
     srv = FakeServer()
     try:
-        reader = systems.Reader(point_at(isolated_llm, srv, model="fake"))
+        reader = reading.Reader(point_at(isolated_llm, srv, model="fake"))
         if name == "mem0":
-            s = systems.Mem0System(reader, tmp_path / "stores", top_k=5, infer=True)
+            s = managed.Mem0System(reader, tmp_path / "stores", top_k=5, infer=True)
         else:
-            s = systems.MemOSSystem(reader, tmp_path / "stores", top_k=5)
-        h = systems.history_for(INSTANCE, "adjacent")
+            s = managed.MemOSSystem(reader, tmp_path / "stores", top_k=5)
+        h = reading.history_for(INSTANCE, "adjacent")
         try:
             s.ingest(h)
             s.answer(h, "What is my ZIP code?")
@@ -363,7 +365,7 @@ def test_managed_memory_calls_the_proxy_with_its_token_and_writes_it_nowhere(nam
     finally:
         srv.close()
     assert stats.requests == len(h.sessions) and stats.refused == 0 and stats.errors == 0
-    isolated_llm._cache().close()
+    reply_cache._cache().close()
     scanned = 0
     for p in tmp_path.rglob("*"):
         if p.is_file():
@@ -373,38 +375,38 @@ def test_managed_memory_calls_the_proxy_with_its_token_and_writes_it_nowhere(nam
 
 
 def test_temp_lora_trains_on_every_chunk_for_every_epoch_in_order():
-    cfg = systems.TempLoRAConfig(chunk_tokens=100, context_tokens=150, epochs=3)
-    steps = systems.temp_lora_schedule(450, cfg)
+    cfg = temp_lora.TempLoRAConfig(chunk_tokens=100, context_tokens=150, epochs=3)
+    steps = temp_lora.temp_lora_schedule(450, cfg)
     # 5 chunks (the last of 50 tokens), each 3 times before the next, oldest first
     assert [(s.chunk, s.epoch) for s in steps] == [(c, e) for c in range(5) for e in range(3)]
     assert [(s.middle, s.end) for s in steps[::3]] == [(0, 100), (100, 200), (200, 300), (300, 400), (400, 450)]
     # every token is in exactly one chunk, and each chunk sees up to context_tokens before it
     assert sorted(t for s in steps[::3] for t in range(s.middle, s.end)) == list(range(450))
     assert [s.start for s in steps[::3]] == [0, 0, 50, 150, 250]
-    assert systems.temp_lora_schedule(0, cfg) == []
+    assert temp_lora.temp_lora_schedule(0, cfg) == []
     with pytest.raises(ValueError, match="epochs > 0"):
-        systems.temp_lora_schedule(10, systems.TempLoRAConfig(epochs=0))
+        temp_lora.temp_lora_schedule(10, temp_lora.TempLoRAConfig(epochs=0))
     # the paper's settings are the defaults: 1,024-token chunks, 2 epochs, lr 5e-5, rank 64
-    d = systems.TempLoRAConfig()
+    d = temp_lora.TempLoRAConfig()
     assert (d.chunk_tokens, d.epochs, d.lr, d.rank, d.alpha) == (1024, 2, 5e-5, 64, 64)
 
 
 def test_temp_lora_records_its_training_in_the_variant_and_the_cache_key(tmp_path):
-    from memlife import serve
+    from memlife.models import serve
 
     try:
         serve.model_path()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         pytest.skip(f"SmolLM2 GGUF not installed: {exc}")
-    h = systems.history_for(INSTANCE, "adjacent")
-    two = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(epochs=2))
-    one = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(epochs=1))
+    h = reading.history_for(INSTANCE, "adjacent")
+    two = temp_lora.TempLoRASystem(tmp_path, temp_lora.TempLoRAConfig(epochs=2))
+    one = temp_lora.TempLoRASystem(tmp_path, temp_lora.TempLoRAConfig(epochs=1))
     assert "epochs=2" in two.variant and "base=SmolLM2-135M-Instruct" in two.variant and "rank=64" in two.variant
     key = two.request_key(h, "What is my ZIP code?")
     assert one.request_key(h, "What is my ZIP code?") != key  # other training, another generation
-    faster = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(lr=1e-4))
+    faster = temp_lora.TempLoRASystem(tmp_path, temp_lora.TempLoRAConfig(lr=1e-4))
     assert faster.request_key(h, "What is my ZIP code?") != key
-    tighter = systems.TempLoRASystem(tmp_path, systems.TempLoRAConfig(epochs=2), grammar_bounds={"answer": 10})
+    tighter = temp_lora.TempLoRASystem(tmp_path, temp_lora.TempLoRAConfig(epochs=2), grammar_bounds={"answer": 10})
     assert tighter.request_key(h, "What is my ZIP code?") != key  # another grammar, too
     assert two.messages("q?")[0]["content"].endswith(RESPONSE_INSTRUCTIONS)  # the readers' reply format
     assert two.messages("q?")[1]["content"] == "## Question\nq?"  # and no memory text
@@ -423,8 +425,8 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
     discard the adapter once the history is done."""
     pytest.importorskip("peft")
     pytest.importorskip("llguidance")
-    from memlife import llm, serve
     from memlife.memops.response import grammar_longest_reply
+    from memlife.models import accounting, endpoints, serve
 
     try:
         serve.model_path()
@@ -434,11 +436,11 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
     assert grammar_longest_reply(TINY_BOUNDS) < 220
     # Two turns of each of the three sessions (~150 tokens) in 64-token chunks: several chunks, each
     # trained twice, at a third of the gradient steps' tokens the whole 500-token history would cost.
-    cfg = systems.TempLoRAConfig(chunk_tokens=64, context_tokens=16, epochs=2, rank=4, alpha=4,
+    cfg = temp_lora.TempLoRAConfig(chunk_tokens=64, context_tokens=16, epochs=2, rank=4, alpha=4,
                                  max_new_tokens=220)
-    s = systems.TempLoRASystem(tmp_path / "stores", cfg, grammar_bounds=TINY_BOUNDS)
-    adjacent = systems.history_for(INSTANCE, "adjacent")
-    h = systems.History(adjacent.history_id, "adjacent", tuple(session[:2] for session in adjacent.sessions))
+    s = temp_lora.TempLoRASystem(tmp_path / "stores", cfg, grammar_bounds=TINY_BOUNDS)
+    adjacent = reading.history_for(INSTANCE, "adjacent")
+    h = reading.History(adjacent.history_id, "adjacent", tuple(session[:2] for session in adjacent.sessions))
     d = systems.store_dir(tmp_path / "stores", "temp_lora", h.history_id)
     s.ingest(h)
     assert not (d / "INGESTED").exists()  # training waits until a reply is not cached
@@ -451,7 +453,7 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
     assert ans.finish_reason == "stop" and not ans.parsed.malformed, ans.parsed.raw  # the grammar held
     assert ans.request_id.startswith("temp_lora:") and not ans.cached
     # The same question under a cap the reply cannot fit: cut off, and said so.
-    short = systems.TempLoRASystem(tmp_path / "stores", systems.TempLoRAConfig(**{**cfg.__dict__, "max_new_tokens": 6}),
+    short = temp_lora.TempLoRASystem(tmp_path / "stores", temp_lora.TempLoRAConfig(**{**cfg.__dict__, "max_new_tokens": 6}),
                                    grammar_bounds=TINY_BOUNDS)
     cut = short.answer(h, "What is my ZIP code?")
     assert cut.finish_reason == "length" and cut.parsed.truncated and cut.completion_tokens == 6
@@ -461,15 +463,15 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
     assert not (d / "adapter").exists() and (d / "INGESTED").is_file()  # temporary: discarded, the record kept
 
     # A cached reply needs neither training nor the model, and is counted like every other call.
-    monkeypatch.setattr(systems.TempLoRASystem, "_load_base", lambda *a: pytest.fail("loaded the model"))
-    s3 = systems.TempLoRASystem(tmp_path / "elsewhere", cfg, grammar_bounds=TINY_BOUNDS)
-    before = llm.usage()
+    monkeypatch.setattr(temp_lora.TempLoRASystem, "_load_base", lambda *a: pytest.fail("loaded the model"))
+    s3 = temp_lora.TempLoRASystem(tmp_path / "elsewhere", cfg, grammar_bounds=TINY_BOUNDS)
+    before = accounting.usage()
     again = s3.answer(h, "What is my ZIP code?")
     assert again.cached and again.parsed.raw == ans.parsed.raw and again.finish_reason == "stop"
-    after = llm.usage()
+    after = accounting.usage()
     assert (after.calls - before.calls, after.cached_calls - before.cached_calls) == (1, 1)
     monkeypatch.setenv("MEMLIFE_LLM_MODE", "replay")
-    with pytest.raises(llm.CacheMiss, match="Temp-LoRA"):
+    with pytest.raises(endpoints.CacheMiss, match="Temp-LoRA"):
         s3.answer(h, "A question never asked")
 
 
@@ -508,10 +510,10 @@ def test_temp_lora_generates_under_the_readers_token_cap(tmp_path, monkeypatch):
         seen[name] = kw["temp_lora"]
         raise Stop
 
-    monkeypatch.setattr(systems, "make_system", make_system)
+    monkeypatch.setattr(registry, "make_system", make_system)
     cfg = evaluate.EvalConfig(systems=["temp_lora"], settings=["adjacent"], temp_lora_settings=["adjacent"],
                               max_probes=1, reader_max_tokens=1345, temp_lora_epochs=3, judge=False)
     with pytest.raises(Stop):
         evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
-    assert seen["temp_lora"].max_new_tokens == 1345 > systems.TempLoRAConfig().max_new_tokens
+    assert seen["temp_lora"].max_new_tokens == 1345 > temp_lora.TempLoRAConfig().max_new_tokens
     assert seen["temp_lora"].epochs == 3  # temp_lora_epochs is the method's epochs per chunk

@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import completion
 
-from memlife.memops import evaluate, metrics, systems
+from memlife.memops import aggregate, evaluate, metrics, reading, temp_lora
 from memlife.memops.response import GRAMMAR_BOUNDS, MemOpsResponse, grammar_longest_reply, reply_grammar
 from memlife.memops.schema import Instance
+
+from conftest import completion
 
 HERE = Path(__file__).parent
 INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.json").read_text()))
@@ -18,7 +19,7 @@ INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.
 
 def _needs_tokenizer():
     pytest.importorskip("llguidance")
-    from memlife import serve
+    from memlife.models import serve
 
     try:
         serve.model_path()
@@ -65,7 +66,7 @@ def test_the_longest_reply_is_what_the_grammar_says_and_one_character_more_is_re
 
 def test_the_grammar_writes_one_byte_a_character_so_its_longest_reply_bounds_its_tokens():
     _needs_tokenizer()
-    from memlife import tokens
+    from memlife.models import tokens
 
     bounds = {"answer": 12, "operations_items": 0, "provenance_items": 0}
     g = reply_grammar(bounds)
@@ -100,11 +101,11 @@ def test_the_cap_defaults_to_the_grammars_longest_reply_and_a_lower_one_is_refus
 
 def test_check_reply_room_refuses_a_grammar_that_rules_out_a_gold_reply():
     _needs_tokenizer()
-    tight = systems.Reader(_Client([]), max_tokens=1000, grammar_bounds={**evaluate.gold_grammar_bounds([INSTANCE]),
+    tight = reading.Reader(_Client([]), max_tokens=1000, grammar_bounds={**evaluate.gold_grammar_bounds([INSTANCE]),
                                                                          "answer": 3})
     with pytest.raises(evaluate.ReplyRoomError, match="grammar rejects the gold response"):
         evaluate.check_reply_room(tight, [(INSTANCE, INSTANCE.probes)])
-    fits = systems.Reader(_Client([]), max_tokens=1000, grammar_bounds=evaluate.gold_grammar_bounds([INSTANCE]))
+    fits = reading.Reader(_Client([]), max_tokens=1000, grammar_bounds=evaluate.gold_grammar_bounds([INSTANCE]))
     assert 0 < evaluate.check_reply_room(fits, [(INSTANCE, INSTANCE.probes)]) <= 1000
 
 
@@ -158,8 +159,8 @@ def test_a_reply_cut_at_the_cap_is_truncated_not_malformed_in_records_notices_an
     assert not any("most replies malformed" in n for n in notes)  # 1 of 3 failed the format on its own
 
     recs["Method"] = "ours: long_context (Adjacent)"
-    t3 = metrics.table3_rows(recs, ["Method"]).iloc[0]
-    assert (t3["n"], t3[metrics.TRUNCATED_COUNT], t3[metrics.MALFORMED_COUNT]) == (3, 1, 1)
+    t3 = aggregate.table3_rows(recs, ["Method"]).iloc[0]
+    assert (t3["n"], t3[aggregate.TRUNCATED_COUNT], t3[aggregate.MALFORMED_COUNT]) == (3, 1, 1)
     assert "Malformed" not in t3.index  # the counts replace the share that mixed the two
 
 
@@ -178,7 +179,8 @@ def test_most_replies_malformed_counts_only_those_not_cut_off():
 
 def test_estimate_prices_temp_lora_training_per_setting(tmp_path):
     _needs_tokenizer()
-    from memlife import estimate, tokens
+    from memlife.models import tokens
+    from memlife.running import estimate
 
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "t.yaml").write_text(
@@ -193,9 +195,9 @@ def test_estimate_prices_temp_lora_training_per_setting(tmp_path):
     rows = {r["setting"]: r for r in t["settings"]}
     assert rows["adjacent"]["runs"] and not rows["long_context"]["runs"]
     for setting, r in rows.items():
-        n = len(tokens.embedded_ids(systems.TempLoRASystem.history_text(systems.history_for(INSTANCE, setting))))
+        n = len(tokens.embedded_ids(temp_lora.TempLoRASystem.history_text(reading.history_for(INSTANCE, setting))))
         assert r["tokens"] == n and r["steps"] == 2 * -(-n // 1024)
-        sched = systems.temp_lora_schedule(n, systems.TempLoRAConfig())
+        sched = temp_lora.temp_lora_schedule(n, temp_lora.TempLoRAConfig())
         assert r["hours"] == pytest.approx(sum(s.tokens for s in sched) / 2048 * 10.0 / 3600)
     text = "\n".join(estimate.render_temp_lora(t))
     assert "2 epochs per chunk" in text and "not run at this profile" in text
@@ -206,10 +208,10 @@ def test_the_embedded_readers_fit_fills_its_window_exactly_beside_the_longest_re
     with the chat template and the cap, and one more line would not (no margin is wasted on
     o200k's counts, which an 8k window holding a ~2.5k-token reply cannot spare)."""
     _needs_tokenizer()
-    from memlife import tokens
+    from memlife.models import tokens
 
-    lines = systems.format_turns(systems.history_for(INSTANCE, "long_context").turns()) * 20
-    reader = systems.Reader(_Client([]), max_tokens=2456, context_window=8192,
+    lines = reading.format_turns(reading.history_for(INSTANCE, "long_context").turns()) * 20
+    reader = reading.Reader(_Client([]), max_tokens=2456, context_window=8192,
                             grammar_bounds=evaluate.gold_grammar_bounds([INSTANCE]))
     question = INSTANCE.probes[0].question
 
@@ -222,6 +224,6 @@ def test_the_embedded_readers_fit_fills_its_window_exactly_beside_the_longest_re
     assert dropped > 0 and kept == lines[len(lines) - len(kept):]
     assert need(kept) <= 8192 < need(lines[len(lines) - len(kept) - 1:]) + reader.question_allowance
     # an endpoint reader keeps its o200k margin: it keeps fewer lines of the same window
-    endpoint = systems.Reader(type("E", (), {"is_embedded": False, "model": "m"})(), max_tokens=2456,
+    endpoint = reading.Reader(type("E", (), {"is_embedded": False, "model": "m"})(), max_tokens=2456,
                               context_window=8192)
     assert len(endpoint.fit(lines, question)[0]) < len(kept)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import completion
-
-from memlife import llm, proxy
-from memlife.memops import systems
+from memlife.memops import managed, reading, systems
 from memlife.memops.schema import Instance
+from memlife.models import endpoints, proxy
+
+from conftest import completion
 
 HERE = Path(__file__).parent
 INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.json").read_text()))
@@ -51,9 +51,9 @@ def worker(monkeypatch):
 
 
 @pytest.mark.parametrize("exc, kind", [
-    (llm.SpendingCapExceeded("spending cap $0.01: $0.0100 spent"), "spending_cap"),
-    (llm.CacheMiss("replay mode: no recorded or cached reply for request abc"), "cache_miss"),
-    (llm.LLMCallError("request abc failed after 6 attempts: APITimeoutError"), "call_failed"),
+    (endpoints.SpendingCapExceeded("spending cap $0.01: $0.0100 spent"), "spending_cap"),
+    (endpoints.CacheMiss("replay mode: no recorded or cached reply for request abc"), "cache_miss"),
+    (endpoints.LLMCallError("request abc failed after 6 attempts: APITimeoutError"), "call_failed"),
     (RuntimeError("a bug behind the proxy"), "internal"),
 ])
 def test_a_forward_that_raises_is_answered_marked_recorded_and_not_retried(exc, kind):
@@ -138,7 +138,7 @@ def test_worker_counts_a_reply_that_does_not_parse(worker):
 
 def test_worker_raises_a_refused_call_and_names_the_proxys_failure(worker):
     openai = pytest.importorskip("openai")
-    with proxy.start(client=_RaisingClient(llm.SpendingCapExceeded("spending cap $0.50"))) as p:
+    with proxy.start(client=_RaisingClient(endpoints.SpendingCapExceeded("spending cap $0.50"))) as p:
         memory = _Memory(p.base_url, p.token, _memos_parse)
         with pytest.raises(openai.APIStatusError) as ei:
             _add(worker, p, memory)
@@ -162,7 +162,7 @@ def test_worker_blanks_the_token_in_the_proxys_reason(worker):
     openai = pytest.importorskip("openai")
     client = _RaisingClient(None)
     with proxy.start(client=client) as p:
-        client.exc = llm.LLMCallError(f"HTTP 401: a library quoted its config, api_key={p.token}")
+        client.exc = endpoints.LLMCallError(f"HTTP 401: a library quoted its config, api_key={p.token}")
         with pytest.raises(openai.APIStatusError) as ei:
             _add(worker, p, _Memory(p.base_url, p.token, _memos_parse))
     failure = worker._transport_failure(ei.value)
@@ -187,9 +187,8 @@ sys.path.insert(0, str(HERE))
 import _memops_fake_server  # noqa: E402
 from _memops_fake_server import FakeServer  # noqa: E402
 
-
 # Found before isolated_llm moves MEMLIFE_ROOT (and with it the repository root) to a tmp_path.
-MEMOS_PYTHON = systems.memos_python()
+MEMOS_PYTHON = managed.memos_python()
 
 
 @pytest.fixture
@@ -206,22 +205,22 @@ def memos_env(isolated_llm, monkeypatch):
 
 def _memos(llm_, srv, root, *, cap=None):
     """A MemOS system as a run makes one: its reader a priced model, so the spending cap applies."""
-    llm_.configure(None, run="pytest", spend_cap_usd=cap, models={"reader": {
+    endpoints.configure(None, run="pytest", spend_cap_usd=cap, models={"reader": {
         "base_url": srv.base_url, "model": "gpt-4o-mini", "timeout_s": 5, "max_retries": 0}})
-    return systems.MemOSSystem(systems.Reader(llm_.get_client("reader")), root, top_k=5)
+    return managed.MemOSSystem(reading.Reader(llm_.get_client("reader")), root, top_k=5)
 
 
 @pytest.mark.slow
 def test_a_cap_refusal_mid_ingest_stops_the_run_and_a_rerun_resumes(memos_env, tmp_path):
     llm_, srv = memos_env
-    h = systems.history_for(INSTANCE, "adjacent")
+    h = reading.history_for(INSTANCE, "adjacent")
     root = tmp_path / "stores"
     marker = systems.IngestMarker(systems.store_dir(root, "memos", h.history_id))
 
     # The first session's extraction is already in the cache (another history began the same way).
     s = _memos(llm_, srv, root)
     try:
-        s.ingest(systems.History("warm@adjacent", "adjacent", h.sessions[:1]))
+        s.ingest(reading.History("warm@adjacent", "adjacent", h.sessions[:1]))
     finally:
         s.close()
     assert len(srv.requests) == 1
@@ -229,13 +228,13 @@ def test_a_cap_refusal_mid_ingest_stops_the_run_and_a_rerun_resumes(memos_env, t
     # The cap refuses the second session's extraction: the ingest stops, the store is unfinished.
     s = _memos(llm_, srv, root, cap=1e-9)
     try:
-        with pytest.raises(systems.MemOSCallError) as ei:
+        with pytest.raises(managed.MemOSCallError) as ei:
             s.ingest(h)
         token, failures = s._proxy.token, list(s._proxy.stats.failures)
     finally:
         s.close()
     err = ei.value
-    assert isinstance(err, llm.LLMError) and isinstance(err.__cause__, llm.SpendingCapExceeded)
+    assert isinstance(err, endpoints.LLMError) and isinstance(err.__cause__, endpoints.SpendingCapExceeded)
     assert (err.kind, err.cmd, err.history_id) == ("spending_cap", "add", h.history_id)
     assert err.store == str(marker.directory)
     message = str(err)
@@ -269,7 +268,7 @@ def test_a_reply_that_does_not_parse_is_counted_as_before(memos_env, tmp_path, m
         return "I could not find any memories." if "memory list" in text else real(messages, response_format)
 
     monkeypatch.setattr(_memops_fake_server, "reply_for", reply_for)
-    h = systems.history_for(INSTANCE, "adjacent")
+    h = reading.history_for(INSTANCE, "adjacent")
     s = _memos(llm_, srv, tmp_path / "stores")
     try:
         s.ingest(h)
@@ -286,12 +285,12 @@ def test_a_reply_that_does_not_parse_is_counted_as_before(memos_env, tmp_path, m
 @pytest.mark.slow
 def test_a_proxy_that_cannot_be_reached_stops_the_ingest(memos_env, tmp_path):
     llm_, srv = memos_env
-    h = systems.history_for(INSTANCE, "adjacent")
+    h = reading.history_for(INSTANCE, "adjacent")
     s = _memos(llm_, srv, tmp_path / "stores")
     try:
         s._worker()
         s._proxy.close()  # the worker keeps the proxy's address; nothing answers there now
-        with pytest.raises(systems.MemOSCallError) as ei:
+        with pytest.raises(managed.MemOSCallError) as ei:
             s.ingest(h)
     finally:
         s.close()

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import systems
+from memlife.memops import managed
 
 HERE = Path(__file__).parent
 AUDIT_SITE = HERE / "audit_site"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(AUDIT_SITE))
 import netaudit  # noqa: E402
+
 from _memops_fake_server import FakeServer  # noqa: E402
 
 
@@ -36,7 +37,7 @@ def audited_env(log: Path, **extra) -> dict:
 
 # The project's interpreter, and the MemOS worker's where its environment is built: the audit must
 # reach both, since the worker cannot import memlife.
-INTERPRETERS = [sys.executable] + ([str(systems.memos_python())] if systems.memos_available() else [])
+INTERPRETERS = [sys.executable] + ([str(managed.memos_python())] if managed.memos_available() else [])
 
 
 @pytest.mark.parametrize("python", INTERPRETERS)
@@ -71,7 +72,7 @@ def test_is_loopback():
 def test_evaluation_run_stays_on_loopback(tmp_path):
     if importlib.util.find_spec("mem0") is None:  # not imported here: mem0 reads MEM0_TELEMETRY on import
         pytest.skip("mem0 is not installed")
-    names = ["long_context", "bm25_turn", "bm25_session", "mem0"] + (["memos"] if systems.memos_available() else [])
+    names = ["long_context", "bm25_turn", "bm25_session", "mem0"] + (["memos"] if managed.memos_available() else [])
     inst = json.loads((HERE / "data" / "memops_instance.json").read_text())
     (tmp_path / "i.jsonl").write_text(json.dumps(inst) + "\n")
     log = tmp_path / "net.log"

@@ -2,6 +2,7 @@
 import pytest
 
 from memlife import paper_reference as pr
+
 from paper_text import excerpt, lines_missing_from_full_text
 
 # tests/data/papers/001_27ccb21e463f18b5.excerpt.txt: the restore paper's lines that hold the quotes.

@@ -1,4 +1,4 @@
-"""The restore grid over a process pool (memlife.parallel) is the serial grid, exactly: the same
+"""The restore grid over a process pool (memlife.base.parallel) is the serial grid, exactly: the same
 evictions, the same reads in the same order, the same plan; and the speedups that came with it
 (redundancy's victim search, the float32 similarity, memoized rankings and contexts) compute what
 the plain versions below compute."""
@@ -6,12 +6,15 @@ import hashlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlife import longmem
+from memlife.base import parallel
+from memlife.restore import arms, controls, evict, pipeline, units
+from memlife.restore.units import Unit
 
 import longmem_templates
-from memlife import evict, longmem, parallel, units
-from memlife.restore import arms, controls, pipeline
-from memlife.units import Unit
 
 HISTORY_TOKENS = 1500
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memlife import config
+from memlife.base import config
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -120,7 +120,7 @@ def test_the_command_line_gets_resolved_values(root):
     env = {"PYTHONPATH": str(ROOT / "lib"), "MEMLIFE_ROOT": str(root), "PATH": "/usr/bin:/bin"}
 
     def get(*args):
-        return subprocess.run([sys.executable, "-m", "memlife.config", *args], env=env, capture_output=True, text=True)
+        return subprocess.run([sys.executable, "-m", "memlife.base.config", *args], env=env, capture_output=True, text=True)
 
     assert get("get", "myexp", "recorded_replies").stdout == "results/replies/quick.jsonl.gz\n"
     assert get("get", "paper", "recorded_replies").stdout == "\n"  # null

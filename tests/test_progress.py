@@ -9,7 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from memlife import progress, report, runner
+from memlife.base import artifacts, progress
+from memlife.running import runner
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOISY_CELLS = [
     'profile = "smoke"',
     """import logging, os, subprocess, sys, warnings
-from memlife import progress
+from memlife.base import progress
 warnings.warn("LIBRARY-WARNING-7c1", UserWarning)
 logging.getLogger("some.library").warning("LOG-RECORD-7c1")
 os.write(2, b"NATIVE-STDERR-7c1\\n")
@@ -47,7 +48,7 @@ def noisy_repo(tmp_path):
 def _run_cli(root: Path, **env) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "MEMLIFE_VERBOSE"}
     full.update(MEMLIFE_ROOT=str(root), MEMLIFE_CACHE_DIR=str(root / ".cache"), **env)
-    return subprocess.run([sys.executable, "-m", "memlife.runner", "90_noisy", "--profile", "smoke"], cwd=root,
+    return subprocess.run([sys.executable, "-m", "memlife.running.runner", "90_noisy", "--profile", "smoke"], cwd=root,
                           env=full, capture_output=True, text=True, timeout=300)
 
 
@@ -139,7 +140,7 @@ def test_notices_and_outputs_are_recorded_for_the_summary(tmp_path, monkeypatch,
     assert progress.read_notices(tmp_path / "notices.jsonl") == ["memos stored no memory"]
     import pandas as pd
 
-    report.save_table(pd.DataFrame({"a": [1]}), "t1", tmp_path / "results" / "tables")
+    artifacts.save_table(pd.DataFrame({"a": [1]}), "t1", tmp_path / "results" / "tables")
     assert progress.read_outputs(tmp_path / "outputs.jsonl", tmp_path) == ["results/tables/t1.csv"]
     (tmp_path / "broken.jsonl").write_text("not json\n")
     with pytest.raises(ValueError, match=r"broken.jsonl: line 1: field 'message'"):

@@ -7,9 +7,9 @@ import urllib.request
 
 import pytest
 
-from conftest import completion
+from memlife.models import proxy
 
-from memlife import proxy
+from conftest import completion
 
 
 class _RecordingClient:

@@ -4,7 +4,8 @@ from collections import Counter
 
 import pytest
 
-from memlife import longmem, reconstruct, units
+from memlife import longmem, reconstruct
+from memlife.restore import dataset, units
 
 PAPER_TYPES = {"temporal-reasoning": 127, "multi-session": 121, "knowledge-update": 72,
                "single-session-user": 64, "single-session-assistant": 56, "single-session-preference": 30}
@@ -56,7 +57,7 @@ def test_the_470_questions_and_their_evidence_are_the_oracle_files(oracle, full)
 
 
 def test_the_histories_look_like_longmemeval_s(full):
-    s = longmem.stats(full)
+    s = dataset.stats(full)
     assert 92_000 <= s["history_tokens"]["median"] <= 112_000
     assert s["history_tokens"]["max"] <= 102_000  # whole sessions, never over the target
     # gold sits anywhere in a history, as LongMemEval's uniform placement puts it
@@ -64,7 +65,7 @@ def test_the_histories_look_like_longmemeval_s(full):
     assert 0.4 <= s["gold_position_quantile"]["median"] <= 0.6
     assert s["questions_per_type"] == PAPER_TYPES
     # FIFO at an 8k-of-102k budget must be able to lose gold: some sits in the oldest fifth
-    positions = [p for r in full for p in longmem.gold_positions(units.units_of(longmem.to_question(r)))]
+    positions = [p for r in full for p in dataset.gold_positions(units.units_of(longmem.to_question(r)))]
     assert sum(p < 0.2 for p in positions) > 0.1 * len(positions)
 
 
@@ -147,10 +148,10 @@ def test_answer_phrases(answer, phrases):
 
 def test_the_build_and_stats_commands(tmp_path, capsys, monkeypatch):
     out = tmp_path / "smoke.json"
-    assert longmem.main(["build", "--profile", "smoke", "--out", str(out)]) == 0
-    assert longmem.main(["validate", str(out)]) == 0
+    assert dataset.main(["build", "--profile", "smoke", "--out", str(out)]) == 0
+    assert dataset.main(["validate", str(out)]) == 0
     capsys.readouterr()
-    assert longmem.main(["stats", str(out)]) == 0
+    assert dataset.main(["stats", str(out)]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["questions"] == 1 and set(s["gold_position_quantile"]) == {"median", "ks_statistic", "ks_pvalue"}
 
@@ -159,7 +160,7 @@ def test_gold_position_by_hand():
     # tokens 10, 20 (gold), 70: the gold unit's middle sits at (10 + 20 / 2) / 100 = 0.2
     us = [units.Unit(f"s:{i}", "s", i, "2023/01/01 (Sun) 10:00", "user", "x", n, i, i == 1)
           for i, n in enumerate((10, 20, 70))]
-    assert longmem.gold_positions(us) == [0.2]
+    assert dataset.gold_positions(us) == [0.2]
 
 
 def test_filler_is_dated_before_the_question_unless_the_evidence_is_not(full):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from memlife import config
+from memlife.base import config
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("rehearse", ROOT / "tools" / "rehearse.py")

@@ -1,4 +1,4 @@
-"""Recorded replies (memlife.replies): export a run's replies, replay them with no model call.
+"""Recorded replies (memlife.models.replies): export a run's replies, replay them with no model call.
 
 The model here is a real HTTP server on loopback (tests/faultserver.py) answering ``echo: <prompt>``
 unless scripted otherwise; `fault_server.received` counts every request that reached it.
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from memlife.base import paths
+from memlife.models import accounting, endpoints, replies, replies_export, reply_cache
+
 from conftest import point_at
-from memlife import paths, replies
 
 MSG = lambda text: [{"role": "user", "content": text}]  # noqa: E731
 PROMPTS = ("Where does Maya live?", "Which plan am I on?", "What is my locker number?")
@@ -18,12 +20,12 @@ PROMPTS = ("Where does Maya live?", "Which plan am I on?", "What is my locker nu
 
 def _run(llm, client, run: str, prompts=PROMPTS, profile="smoke"):
     """One 'notebook' run: its calls logged under `run`, then its summary, as the runner writes."""
-    llm._settings["run"], llm._settings["profile"] = run, profile  # as the notebook's llm.configure(profile)
-    usage = llm.paths.layout(profile).usage
+    endpoints._settings["run"], endpoints._settings["profile"] = run, profile  # as the notebook's endpoints.configure(profile)
+    usage = paths.layout(profile).usage
     usage.mkdir(parents=True, exist_ok=True)
     (usage / f"{run}.calls.jsonl").unlink(missing_ok=True)
     out = [client.complete(MSG(p), max_tokens=8) for p in prompts]
-    summary = {"notebook": run, "profile": profile, **llm.summarize_calls(usage / f"{run}.calls.jsonl")}
+    summary = {"notebook": run, "profile": profile, **accounting.summarize_calls(usage / f"{run}.calls.jsonl")}
     (usage / f"{run}.json").write_text(json.dumps(summary))
     return out, summary
 
@@ -43,7 +45,7 @@ def _record(llm, fault_server, repo):
     client = point_at(llm, fault_server, model="fake-model")
     _run(llm, client, "01_first", PROMPTS[:2])
     _run(llm, client, "02_second", PROMPTS[1:])  # one request shared with the first notebook
-    return replies.export("smoke")
+    return replies_export.export("smoke")
 
 
 def test_a_replayed_run_makes_no_model_call_and_gets_the_recorded_replies(repo, isolated_llm, fault_server,
@@ -67,7 +69,7 @@ def test_a_replayed_run_makes_no_model_call_and_gets_the_recorded_replies(repo, 
     assert all(c.cached and c.source == "recorded" for c in out)
     assert (summary["calls"], summary["cached_calls"], summary["recorded_calls"], summary["live_calls"]) == (3, 3, 3, 0)
     assert summary["usd_estimate"] == 0
-    assert not (tmp_path / "other-cache" / "llm").exists() or llm.cache_get(out[0].request_id) is None
+    assert not (tmp_path / "other-cache" / "llm").exists() or reply_cache.cache_get(out[0].request_id) is None
 
 
 def test_the_recording_comes_before_the_cache_and_off_turns_it_off(repo, isolated_llm, fault_server, monkeypatch):
@@ -85,7 +87,7 @@ def test_the_recording_comes_before_the_cache_and_off_turns_it_off(repo, isolate
 
 def _rewrite(path, lines):
     """Rewrite a recording's lines and re-seal its manifest (as a tool editing it honestly would)."""
-    path.write_bytes(gzip.compress(replies._serialize(lines), mtime=0))
+    path.write_bytes(gzip.compress(replies_export._serialize(lines), mtime=0))
     mpath = replies.manifest_path(path)
     manifest = json.loads(mpath.read_text())
     manifest["sha256"] = paths.file_sha256(path)
@@ -114,7 +116,7 @@ def test_export_takes_each_reply_from_where_the_run_got_it(repo, isolated_llm, f
     client = point_at(llm, fault_server, model="fake-model")
     _run(llm, client, "01_first", PROMPTS[:2])
     _run(llm, client, "02_second", PROMPTS[1:])
-    replies.export("smoke")
+    replies_export.export("smoke")
     assert (path.read_bytes(), replies.manifest_path(path).read_bytes()) == before
     assert path.stat().st_mtime_ns == mtime  # untouched, not rewritten with the same bytes
 
@@ -123,7 +125,7 @@ def test_export_takes_each_reply_from_where_the_run_got_it(repo, isolated_llm, f
     monkeypatch.setenv("MEMLIFE_LLM_MODE", "refresh")  # LIVE=1 on a machine whose cache is empty
     _run(llm, client, "01_first", PROMPTS[:2])
     _run(llm, client, "02_second", PROMPTS[1:])
-    _, manifest = replies.export("smoke")
+    _, manifest = replies_export.export("smoke")
     texts = sorted(r["text"] for r in replies.load(path).replies.values())
     assert texts == sorted(["a new reply", f"echo: {PROMPTS[1]}", f"echo: {PROMPTS[2]}"])
     assert manifest["sha256"] == paths.file_sha256(path)
@@ -135,7 +137,7 @@ def test_export_is_deterministic_and_names_where_replies_were_made(repo, isolate
     first = path.read_bytes()
     path.unlink()
     replies.manifest_path(path).unlink()
-    replies.export("smoke")
+    replies_export.export("smoke")
     assert path.read_bytes() == first
     assert first[4:8] == b"\0\0\0\0"  # gzip header: no timestamp
     lines = [json.loads(x) for x in gzip.decompress(first).decode().splitlines()]
@@ -163,16 +165,16 @@ def test_export_refuses_an_incomplete_run(repo, isolated_llm, fault_server):
     client = point_at(llm, fault_server, model="fake-model")
     _run(llm, client, "01_first", PROMPTS[:1])
     with pytest.raises(replies.RepliesError, match=r"02_second has no finished run .*make reproduce PROFILE=smoke"):
-        replies.export("smoke")
+        replies_export.export("smoke")
     _run(llm, client, "02_second", PROMPTS[:1], profile="smoke")
     summary = repo / "results" / "smoke" / "usage" / "02_second.json"
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "profile": "quick"}))
     with pytest.raises(replies.RepliesError, match="02_second last ran under profile 'quick'"):
-        replies.export("smoke")
+        replies_export.export("smoke")
     _run(llm, client, "02_second", PROMPTS[:1])
-    llm._cache().clear()
+    reply_cache._cache().clear()
     with pytest.raises(replies.RepliesError, match=r"1 replies .* missing .*01_first.calls.jsonl:1"):
-        replies.export("smoke")
+        replies_export.export("smoke")
     assert not (repo / "results" / "replies").exists()
 
 
@@ -185,10 +187,10 @@ def test_export_refuses_a_run_that_resumed_work_the_recording_holds(repo, isolat
     client = point_at(llm, fault_server, model="fake-model")
     _run(llm, client, "02_second", ())  # its answers came from an earlier run's journal
     with pytest.raises(replies.RepliesError, match=r"02_second \(2 calls recorded, none in this run\).*make publish"):
-        replies.export("smoke")
+        replies_export.export("smoke")
     assert (path.read_bytes(), replies.manifest_path(path).read_bytes()) == before
     _run(llm, client, "02_second", PROMPTS[1:])  # a clean run of it: the export goes through
-    assert replies.export("smoke")[1]["calls_by_notebook"] == {"01_first": 2, "02_second": 2}
+    assert replies_export.export("smoke")[1]["calls_by_notebook"] == {"01_first": 2, "02_second": 2}
 
 
 def test_a_damaged_recording_is_refused_naming_file_line_and_field(repo, isolated_llm, fault_server, monkeypatch):
@@ -220,26 +222,26 @@ def test_a_damaged_recording_is_refused_naming_file_line_and_field(repo, isolate
 
 
 def test_a_profile_names_its_recording_and_the_environment_wins(isolated_llm, monkeypatch, tmp_path):
-    from memlife import paths
+    from memlife.base import paths
 
     llm = isolated_llm
     monkeypatch.setenv("MEMLIFE_ROOT", str(Path(__file__).resolve().parents[1]))
-    llm.configure("quick")
+    endpoints.configure("quick")
     assert replies.active_path() == paths.repo_root() / "results" / "replies" / "quick.jsonl.gz"
-    llm.configure("smoke")
+    endpoints.configure("smoke")
     assert replies.active_path() is None
     monkeypatch.setenv("MEMLIFE_REPLIES", str(tmp_path / "theirs.jsonl.gz"))
     assert replies.active_path() == tmp_path / "theirs.jsonl.gz"
     monkeypatch.setenv("MEMLIFE_REPLIES", "off")
-    llm.configure("quick")
+    endpoints.configure("quick")
     assert replies.active_path() is None
 
 
 def test_a_replayed_paper_run_needs_no_endpoint_and_no_cap(isolated_llm, monkeypatch):
-    from memlife import runner
+    from memlife.models import llm
 
     monkeypatch.setenv("MEMLIFE_ROOT", str(Path(__file__).resolve().parents[1]))
     with pytest.raises(SystemExit, match="needs a spending cap"):
-        runner.check_paper_profile("paper")
+        llm.check_paper_profile("paper")
     monkeypatch.setenv("MEMLIFE_LLM_MODE", "replay")
-    runner.check_paper_profile("paper")  # nothing can be sent, so nothing can be spent
+    llm.check_paper_profile("paper")  # nothing can be sent, so nothing can be spent

@@ -37,7 +37,8 @@ def _outputs(root: Path) -> dict[str, bytes]:
 
 
 def test_a_notebook_replayed_from_its_recording_makes_no_call_and_writes_the_same_tables(tmp_path, monkeypatch):
-    from memlife import llm, replies, runner
+    from memlife.models import endpoints, replies_export
+    from memlife.running import runner
 
     for name in ("MEMLIFE_REPLIES", "MEMLIFE_LLM_MODE", "MEMLIFE_BASE_URL", "MEMLIFE_MODEL"):
         monkeypatch.delenv(name, raising=False)
@@ -46,8 +47,8 @@ def test_a_notebook_replayed_from_its_recording_makes_no_call_and_writes_the_sam
     monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(recorder / ".cache"))
     live = [runner.run_notebook(nb, "smoke", root=recorder) for nb in NOTEBOOKS]
     assert live[1]["calls"] > 0 and live[1]["live_calls"] + live[1]["cached_calls"] == live[1]["calls"]
-    llm.configure("smoke")
-    recording, manifest = replies.export("smoke", root=recorder)
+    endpoints.configure("smoke")
+    recording, manifest = replies_export.export("smoke", root=recorder)
     assert manifest["calls"] == sum(s["calls"] for s in live)
     (prov,) = manifest["recordings"].values()
     assert prov["runtime"].startswith("xllamacpp ") and prov["gguf"].startswith("smollm2") and prov["cpu"]
@@ -70,5 +71,5 @@ def test_a_notebook_replayed_from_its_recording_makes_no_call_and_writes_the_sam
     assert [k for k in ours if ours[k] != theirs[k]] == []
 
     # Exporting the replayed run gives the recording back, byte for byte.
-    again, _ = replies.export("smoke", replayer / "again.jsonl.gz", root=replayer)
+    again, _ = replies_export.export("smoke", replayer / "again.jsonl.gz", root=replayer)
     assert again.read_bytes() == recording.read_bytes()

@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from test_restore_pipeline import CAP, FickleTestReader, K, evidence_oracle, smoke_grid
 
-from memlife.restore import analyses, answer_judge, arms, decompose, pipeline
-from test_restore_pipeline import CAP, K, FickleTestReader, evidence_oracle, smoke_grid
+from memlife.models import endpoints
+from memlife.restore import analyses, answer_judge, arms, decompose, paper_tables, pipeline
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +115,7 @@ def test_under_the_evidence_oracle_the_ablation_arms_have_their_known_answers(gr
     # The placebo holds no gold: it never flips an error, while the real restore flips them all.
     pl = analyses.placement_placebo(obs)
     assert pl["n_placebo_flips"].sum() == 0 and pl["n_restore_flips"].sum() == pl["n_errors_tested"].sum() > 0
-    table = analyses.paper_vs_ours_robustness(
+    table = paper_tables.paper_vs_ours_robustness(
         pd.DataFrame(columns=["comparison", "dissociates", "difference"]),
         analyses.reader_residuals(obs), pd.DataFrame(), sg, pl, reader=reader.model).set_index("quantity")
     # a handful of questions: the rows state what they rest on and call it anecdotal, no share
@@ -166,7 +167,7 @@ def test_the_audit_is_skipped_without_a_capable_endpoint(grid, isolated_llm, fau
     for role in ("judge", "judge_audit"):
         monkeypatch.setenv(f"MEMLIFE_{role.upper()}_BASE_URL", fault_server.base_url)
         monkeypatch.setenv(f"MEMLIFE_{role.upper()}_MODEL", "same-model")
-    assert "primary judge's model (same-model)" in isolated_llm.judge_audit_unavailable()
+    assert "primary judge's model (same-model)" in endpoints.judge_audit_unavailable()
     got = pipeline.read_and_judge(grid.reads, grid.plan, grid.questions, reader, reader_max_tokens=600,
                                   judge_audit_items=20)
     assert got.audit_note.startswith("judge audit skipped") and not any(

@@ -3,11 +3,14 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlife import longmem
+from memlife.models import endpoints, tokens
+from memlife.restore import answer_judge, arms, decompose, evict, prompts, read_context, units
 
 import longmem_templates
-from memlife import evict, longmem, retrieve, tokens, units
-from memlife.restore import answer_judge, arms, decompose, prompts
 
 PINNED = {
     "reader_system": "b8cd79e82e9b9eb0f1c6583e30ea7b894e094b47da271dc7cfd33ad649dcc542",
@@ -40,9 +43,9 @@ def test_restore_context_has_all_gold_within_cap_chronological(dataset, qi, poli
     us = hist[q.question_id]
     ev = evict.evict(us, evict.POLICIES[policy_i], 120, seed, question_id=q.question_id,
                      importance={u.text: 1.0 for u in us})
-    ranking = retrieve.rank(us, ev.retained, q.question)
+    ranking = read_context.rank(us, ev.retained, q.question)
     gold = [u.unit_id for u in us if u.is_gold]
-    ids = retrieve.inject(us, gold, ranking, cap)
+    ids = read_context.inject(us, gold, ranking, cap)
     by_id = {u.unit_id: u for u in us}
     gold_tokens = sum(by_id[i].tokens for i in gold)
     assert set(gold) <= set(ids)  # evicted gold included
@@ -86,7 +89,7 @@ def test_build_reads_covers_every_arm_and_dedups(dataset):
     assert plan.distinct_calls <= plan.naive_calls - 2 * 2
     assert plan.distinct_prompts == sorted(plan.distinct_prompts)
     r0 = reads[1]
-    assert r0.context_tokens == tokens.count(retrieve.render([{u.unit_id: u for u in us}[i] for i in r0.unit_ids]))
+    assert r0.context_tokens == tokens.count(read_context.render([{u.unit_id: u for u in us}[i] for i in r0.unit_ids]))
     assert f"Today's date: {q.question_date}" in r0.prompt and r0.prompt.endswith(f"Question: {q.question}\nAnswer:")
     assert "answer_" not in r0.prompt and "chitchat_" not in r0.prompt
 
@@ -138,7 +141,7 @@ def test_records_follow_the_contract(dataset, tmp_path):
     judge = FakeClient(lambda r: "CORRECT" if q.answer in r["messages"][1]["content"].split("Model answer:")[1] else "INCORRECT")
     pairs = [(q.question, q.answer, answers[r.prompt]) for r in reads]
     jr = arms.judge_all(pairs, judge)
-    from memlife import llm
+    from memlife.models import llm
     df = arms.records(reads, answers, {q.question_id: q}, reader.model, jr, "fake-judge", llm.parse_label)
     assert tuple(df.columns) == arms.RECORD_COLUMNS
     assert len(df) == 2 * len(reads)
@@ -164,7 +167,7 @@ def test_records_follow_the_contract(dataset, tmp_path):
 def test_an_undecided_item_is_unlabelled_or_graded_by_the_llm_judge(dataset):
     """The deterministic row of an item the judge cannot decide has no label, and judge_raw
     UNDECIDED; with an LLM judge's reply for the item, it takes that label and names its source."""
-    from memlife import llm
+    from memlife.models import llm
 
     qs, hist = dataset
     q = next(q for q in qs if q.question_type == "single-session-user")
@@ -207,7 +210,7 @@ def test_reading_resumes_after_a_failure_without_repeating_a_call(dataset, isola
     client = point_at(isolated_llm, fault_server, role="reader", concurrency=1, max_retries=0)
     fail_at = plan.distinct_prompts[len(plan.distinct_prompts) // 2]
     fault_server.script(fail_at, "400")
-    with pytest.raises(isolated_llm.LLMError):
+    with pytest.raises(endpoints.LLMError):
         arms.read_all(plan, client)  # interrupted half-way through the grid
     answers = arms.read_all(plan, client)  # the rerun replays the cache for the first half
     assert fault_server.received[fail_at] == 2

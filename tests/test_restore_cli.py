@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from memlife.models import endpoints
 from memlife.restore import __main__ as cli
 from memlife.restore import arms, decompose, pipeline
 
@@ -98,7 +99,7 @@ def test_a_failed_model_call_exits_1(isolated_llm, fault_server, monkeypatch, tm
     _all_roles_at(monkeypatch, fault_server)
     monkeypatch.setenv("MEMLIFE_MAX_RETRIES", "0")
     monkeypatch.setattr(pipeline.arms, "read_all", lambda *a, **k: (_ for _ in ()).throw(
-        isolated_llm.LLMCallError("request abc: HTTP 400")))
+        endpoints.LLMCallError("request abc: HTTP 400")))
     assert cli.main(["run", "--profile", "smoke", "--out", str(tmp_path / "out")]) == 1
     assert "a model call failed" in capsys.readouterr().err
 

@@ -14,6 +14,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memlife.restore import arms
+
 from restore_simulate import simulate_records
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
-import longmem_templates
-from memlife import evict, longmem, units
+from memlife import longmem
 from memlife import subjects as ref
-from memlife.restore import analyses, arms, decompose
+from memlife.restore import analyses, arms, decompose, evict, units
 from memlife.restore.subjects import SubjectReader
+
+import longmem_templates
 
 N_QUESTIONS, HISTORY_TOKENS, SEEDS = 6, 1500, [0, 1]
 K, CAP = 12, 300  # the quick profile's k and injection cap
@@ -206,7 +207,7 @@ def test_rereading_a_run_needs_a_reference_subject_and_the_runs_outputs(tmp_path
     answers are known, never the model, and says None, not an error, before notebooks 20 and 21 ran."""
     import shutil
 
-    from memlife import paths
+    from memlife.base import paths
     from memlife.restore import pipeline as restore_pipeline
 
     shutil.copytree(paths.repo_root() / "configs", tmp_path / "configs")

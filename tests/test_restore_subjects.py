@@ -7,9 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memlife import evict
 from memlife import subjects as ref
-from memlife.restore import analyses, answer_judge, arms, controls, decompose, pipeline, prompts
+from memlife.restore import analyses, answer_judge, arms, controls, decompose, evict, pipeline, prompts
 from memlife.restore import subjects as rsub
 
 HISTORY_TOKENS = 12000  # whole real sessions: at 1,500 the evidence alone fills every history

@@ -1,10 +1,11 @@
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memlife import retrieve, units
-from memlife.units import Unit
+from memlife import retrieve
+from memlife.restore import read_context, units
+from memlife.restore.units import Unit
 
 
 def U(i, text, gold=False, date="2023/01/01 (Sun) 10:00", session="s"):
@@ -21,18 +22,18 @@ def test_tokenization_is_the_documented_bm25_lite():
 
 def test_rank_orders_by_bm25_then_recency():
     ids = [u.unit_id for u in HIST]
-    r = retrieve.rank(HIST, ids, "Tell me about my cat Luna")
+    r = read_context.rank(HIST, ids, "Tell me about my cat Luna")
     assert set(r[:2]) == {"s:0", "s:3"}
     # units sharing no query term score 0 and come newest first
     assert r[2:] == ["s:5", "s:4", "s:2", "s:1"]
     # the index holds only retained units
-    assert retrieve.rank(HIST, ["s:1", "s:2"], "cat") == ["s:2", "s:1"]
-    assert retrieve.rank(HIST, [], "cat") == []
+    assert read_context.rank(HIST, ["s:1", "s:2"], "cat") == ["s:2", "s:1"]
+    assert read_context.rank(HIST, [], "cat") == []
 
 
 def test_rank_ties_break_towards_the_newer_unit():
     dup = [U(0, "jazz records"), U(1, "jazz records"), U(2, "nothing")]
-    assert retrieve.rank(dup, ["s:0", "s:1", "s:2"], "jazz") == ["s:1", "s:0", "s:2"]
+    assert read_context.rank(dup, ["s:0", "s:1", "s:2"], "jazz") == ["s:1", "s:0", "s:2"]
 
 
 def V(i, tokens, gold=False):
@@ -42,12 +43,12 @@ def V(i, tokens, gold=False):
 
 def test_select_topk_and_forced_gold():
     ranking = ["s:5", "s:4", "s:3", "s:2", "s:1", "s:0"]
-    assert retrieve.select(HIST, ranking, "topk", k=2, cap=0) == ["s:5", "s:4"]
+    assert read_context.select(HIST, ranking, "topk", k=2, cap=0) == ["s:5", "s:4"]
     # forced-gold: the surviving gold, then ranked units in what remains of the cap (5 tokens each)
-    assert retrieve.select(HIST, ranking, "forced_gold", k=2, cap=15, retained_gold=["s:0"]) == ["s:0", "s:4", "s:5"]
-    assert retrieve.select(HIST, ranking, "forced_gold", k=2, cap=15, retained_gold=[]) == ["s:3", "s:4", "s:5"]
+    assert read_context.select(HIST, ranking, "forced_gold", k=2, cap=15, retained_gold=["s:0"]) == ["s:0", "s:4", "s:5"]
+    assert read_context.select(HIST, ranking, "forced_gold", k=2, cap=15, retained_gold=[]) == ["s:3", "s:4", "s:5"]
     with pytest.raises(ValueError, match="unknown regime"):
-        retrieve.select(HIST, ranking, "dense", k=2, cap=15)
+        read_context.select(HIST, ranking, "dense", k=2, cap=15)
 
 
 def test_inject_counts_forced_units_against_the_cap_and_skips_what_does_not_fit():
@@ -55,13 +56,13 @@ def test_inject_counts_forced_units_against_the_cap_and_skips_what_does_not_fit(
     ranking = ["s:4", "s:1", "s:0", "s:3", "s:2"]
     # cap 15 - gold 5 = 10: s:4 (8) fits, s:1 (10) does not and is skipped, s:0 is a duplicate,
     # s:3 (3) and s:2 (4) no longer fit in the 2 left.
-    assert retrieve.inject(us, ["s:0"], ranking, 15) == ["s:0", "s:4"]
-    assert retrieve.inject(us, ["s:0"], ranking, 16) == ["s:0", "s:3", "s:4"]
+    assert read_context.inject(us, ["s:0"], ranking, 15) == ["s:0", "s:4"]
+    assert read_context.inject(us, ["s:0"], ranking, 16) == ["s:0", "s:3", "s:4"]
     # duplicated forced ids count once
-    assert retrieve.inject(us, ["s:0", "s:0"], ranking, 16) == ["s:0", "s:3", "s:4"]
+    assert read_context.inject(us, ["s:0", "s:0"], ranking, 16) == ["s:0", "s:3", "s:4"]
     # the forced units alone exceed the cap: all of them, and nothing else
-    assert retrieve.inject(us, ["s:4", "s:1"], ranking, 12) == ["s:1", "s:4"]
-    assert retrieve.inject(us, ["s:0"], ranking, 5) == ["s:0"]
+    assert read_context.inject(us, ["s:4", "s:1"], ranking, 12) == ["s:1", "s:4"]
+    assert read_context.inject(us, ["s:0"], ranking, 5) == ["s:0"]
 
 
 @settings(max_examples=60, deadline=None)
@@ -72,7 +73,7 @@ def test_inject_properties(sizes, rnd, cap, data):
     ids = [u.unit_id for u in us]
     ranking = data.draw(st.permutations(ids))
     forced = data.draw(st.lists(st.sampled_from(ids), max_size=4))
-    got = retrieve.inject(us, forced, ranking, cap)
+    got = read_context.inject(us, forced, ranking, cap)
     tok = {u.unit_id: u.tokens for u in us}
     forced_tokens = sum(tok[i] for i in set(forced))
     assert set(forced) <= set(got) and len(got) == len(set(got))
@@ -98,7 +99,7 @@ def test_render_is_chronological_without_session_ids():
     a = U(0, "later turn", date="2023/02/01 (Wed) 10:00", session="answer_x")
     a = Unit(a.unit_id, a.session_id, 0, a.date, "user", a.text, 2, 7, True)
     b = Unit("chitchat_y:3", "chitchat_y", 3, "2023/01/01 (Sun) 10:00", "assistant", "earlier", 1, 2, False)
-    text = retrieve.render([a, b])
+    text = read_context.render([a, b])
     assert text == "[2023/01/01 (Sun) 10:00] assistant: earlier\n[2023/02/01 (Wed) 10:00] user: later turn"
     assert "answer_x" not in text and "chitchat_y" not in text
 
@@ -109,8 +110,9 @@ def test_subset_scores_are_bm25s_scores_of_an_index_of_the_subset():
     import random
 
     from memlife import longmem
+    from memlife.restore import dataset
 
-    rec = longmem.build_records("reconstructed", n_questions=2, history_tokens=20_000, seed=0)[1]
+    rec = dataset.build_records("reconstructed", n_questions=2, history_tokens=20_000, seed=0)[1]
     q = longmem.to_question(rec)
     us = units.units_of(q)
     toks = retrieve.tokenize([u.text for u in us])

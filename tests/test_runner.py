@@ -26,7 +26,7 @@ def test_no_api_key_in_results_cache_logs_or_notebooks(repo_copy, monkeypatch, f
     monkeypatch.setenv("MEMLIFE_MODEL", "gpt-4o-mini")
     monkeypatch.setenv("OPENAI_API_KEY", secret)
 
-    from memlife import runner
+    from memlife.running import runner
 
     summary = runner.run_notebook("00_backend", "smoke", root=root)
     assert summary["calls"] > 0 and summary["usd_estimate"] > 0
@@ -45,12 +45,11 @@ def test_no_api_key_in_results_cache_logs_or_notebooks(repo_copy, monkeypatch, f
 def test_no_embedded_server_key_in_results_cache_logs_or_notebooks(repo_copy, monkeypatch):
     """A notebook run on the embedded model: the kernel finds the shared server and its key in the
     state file and authenticates with it, and the key is written nowhere but that file."""
-    import os
     import stat
 
-    from memlife import serve
-
     import yaml
+
+    from memlife.models import serve
 
     root = repo_copy
     monkeypatch.delenv("MEMLIFE_BASE_URL")  # every role on the embedded model
@@ -60,7 +59,7 @@ def test_no_embedded_server_key_in_results_cache_logs_or_notebooks(repo_copy, mo
     cfg_path.write_text(yaml.safe_dump(cfg))
     server = serve.ensure_server()  # this process starts it; the notebook's kernel must reuse it
     try:
-        from memlife import runner
+        from memlife.running import runner
 
         summary = runner.run_notebook("00_backend", "smoke", root=root)
         assert summary["calls"] > summary["cached_calls"] > 0  # real, authenticated calls
@@ -88,7 +87,7 @@ def test_second_run_makes_no_uncached_call(repo_copy, monkeypatch, fault_server)
     root = repo_copy
     monkeypatch.setenv("MEMLIFE_MODEL", "local-model")
 
-    from memlife import runner
+    from memlife.running import runner
 
     first = runner.run_notebook("00_backend", "smoke", root=root)
     sent = sum(fault_server.received.values())
@@ -116,7 +115,7 @@ def test_a_failed_run_leaves_no_executed_copy_for_make_to_take_as_done(repo_copy
     import papermill as pm
     import yaml
 
-    from memlife import runner
+    from memlife.running import runner
 
     root = repo_copy
     cfg_path = root / "configs" / "smoke.yaml"
@@ -167,7 +166,7 @@ def test_a_run_stopped_by_sigterm_leaves_only_a_failed_copy(repo_copy):
     nbformat.write(nb, root / "notebooks" / "98_long.ipynb")
     out_dir = root / "results" / "smoke" / "notebooks"
 
-    proc = subprocess.Popen([sys.executable, "-m", "memlife.runner", "98_long", "--profile", "smoke"], cwd=root)
+    proc = subprocess.Popen([sys.executable, "-m", "memlife.running.runner", "98_long", "--profile", "smoke"], cwd=root)
     deadline = time.monotonic() + 90
     while not (out_dir / "98_long.running.ipynb").exists():  # papermill has started the notebook
         assert proc.poll() is None and time.monotonic() < deadline

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def server():
-    from memlife import serve
+    from memlife.models import serve
 
     return serve.ensure_server()
 
@@ -16,7 +16,7 @@ def server():
 def test_server_serves_the_embedded_model(server):
     import openai
 
-    from memlife import serve
+    from memlife.models import serve
 
     client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key)
     assert serve.MODEL_ALIAS in [m.id for m in client.models.list().data]
@@ -30,7 +30,7 @@ def test_server_serves_the_embedded_model(server):
 def test_json_schema_response_format_is_honoured(server):
     import openai
 
-    from memlife import serve
+    from memlife.models import serve
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
               "required": ["city", "days"], "additionalProperties": False}
@@ -65,7 +65,7 @@ def _status_method(method, url, *, data=None, headers=None):
 
 def test_server_refuses_a_request_without_its_key(server):
     """Only the project may spend the server: its model routes want the per-start key."""
-    from memlife import serve
+    from memlife.models import serve
 
     url = server.base_url + "/chat/completions"
     body = json.dumps({"model": serve.MODEL_ALIAS, "max_tokens": 1, "temperature": 0,
@@ -82,7 +82,7 @@ def test_server_refuses_a_request_without_its_key(server):
 def test_no_web_page_may_read_the_server(server):
     """llama-server's default CORS echoes any Origin back with credentials; ours allows only the
     server's own origin, so a browser hands no page (not even one on localhost) a reply."""
-    from memlife import serve
+    from memlife.models import serve
 
     url = server.base_url + "/chat/completions"
     for origin in ("https://evil.example", "http://localhost:8888", "null"):
@@ -101,7 +101,7 @@ def test_no_web_page_may_read_the_server(server):
 def test_the_key_is_in_a_state_file_only_the_user_can_read(server):
     import stat
 
-    from memlife import serve
+    from memlife.models import serve
 
     state = serve._state_dir() / "state.json"
     assert stat.S_IMODE(state.stat().st_mode) == 0o600 and state.stat().st_uid == __import__("os").geteuid()
@@ -111,14 +111,14 @@ def test_the_key_is_in_a_state_file_only_the_user_can_read(server):
 
 
 def test_server_is_reused_not_restarted(server):
-    from memlife import serve
+    from memlife.models import serve
 
     again = serve.ensure_server()
     assert again.pid == server.pid and again.api_key == server.api_key  # the key, read back from the state
 
 
 def test_greedy_decoding_is_deterministic(server):
-    from memlife import llm
+    from memlife.models import llm
 
     c = llm.get_client("reader")
     msgs = [{"role": "user", "content": "Name three colours."}]
@@ -137,7 +137,7 @@ def test_server_stops_when_its_starter_is_killed(tmp_path):
     import time
 
     env = {**os.environ, "MEMLIFE_CACHE_DIR": str(tmp_path / "cache"), "MEMLIFE_ROOT": str(tmp_path)}
-    code = ("from memlife import serve; import time; s = serve.ensure_server(); "
+    code = ("from memlife.models import serve; import time; s = serve.ensure_server(); "
             "print(s.pid, flush=True); time.sleep(600)")
     p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     pid = int(p.stdout.readline())
@@ -156,7 +156,7 @@ def test_server_stops_when_its_starter_is_killed(tmp_path):
 
 
 def test_check_starts_a_private_server_and_gets_an_answer(server):
-    from memlife import serve
+    from memlife.models import serve
 
     r = serve.check()
     assert r["reply"] and r["generated_tokens_per_s"] > 0 and r["prompt_tokens_per_s"] > 0

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from memlife import serve
+from memlife.models import serve
 
 MAKEFILE = """llama-server:
 \t@echo "profile=$(PROFILE) level=$(MAKELEVEL) flags=[$(MAKEFLAGS)]" > invoked.txt

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from memlife import serve
+from memlife.models import serve
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_memlife_llama_server_names_an_executable_to_run_instead(tmp_path, monke
     own.chmod(0o755)
     assert serve.server_command() == [str(own)] and serve.runtime() == f"llama-server at {own}"
     monkeypatch.delenv(serve.SERVER_ENV)
-    assert serve.server_command()[1:] == ["-m", "memlife.serve", "run"]  # xllamacpp's, in its own process
+    assert serve.server_command()[1:] == ["-m", "memlife.models.serve", "run"]  # xllamacpp's, in its own process
 
 
 def test_the_server_process_refuses_to_start_without_a_key(monkeypatch, capsys):

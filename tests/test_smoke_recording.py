@@ -29,7 +29,7 @@ def test_nbval_runs_in_replay_mode_on_the_committed_smoke_recording_with_an_empt
 
 
 def test_the_smoke_recording_is_intact_and_covers_every_notebook_that_calls_a_model():
-    from memlife import replies
+    from memlife.models import replies
 
     rec = replies.load(RECORDING)  # checks the file's SHA-256 against its manifest, line by line
     assert rec.manifest["profile"] == "smoke"
@@ -42,7 +42,7 @@ def test_the_smoke_recording_is_intact_and_covers_every_notebook_that_calls_a_mo
 def test_a_smoke_notebook_replayed_from_the_committed_recording_makes_no_live_call(tmp_path, monkeypatch):
     """The LLM-importance policy's scores at smoke come from the recording: notebook 21 on a fresh
     machine (an empty cache), in replay mode, asks no model."""
-    from memlife import runner
+    from memlife.running import runner
 
     repo = tmp_path / "repo"
     (repo / "notebooks").mkdir(parents=True)

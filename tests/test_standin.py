@@ -1,7 +1,7 @@
-"""Stand-in replies (memlife.standin): shaped like a capable model's for each role the run sends."""
+"""Stand-in replies (memlife.models.standin): shaped like a capable model's for each role the run sends."""
 import json
 
-from memlife import standin
+from memlife.models import standin
 
 # The part of MemOS's memory-reader prompt (memos.templates.mem_reader_prompts) that names the format.
 MEMOS_PROMPT = """You are a memory extraction expert.

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memlife import subjects as ref
-from memlife.memops import controls, evaluate, metrics, systems
+from memlife.memops import controls, evaluate, metrics, reading, systems
 from memlife.memops import subjects as msub
 from memlife.memops.build import BuildParams, load_or_build
 
@@ -122,7 +122,7 @@ def test_evidence_oracle_answers_exactly_when_every_evidence_turn_is_in_the_cont
     turns = msub.evidence_turns(inst, probe)
     cited = {(s.segment, s.turn) for s in probe.provenance} | {(s.segment, s.turn) for s in probe.reasoning_chain.source_facts}
     assert len(turns) == len({inst.segments[s][t].text for s, t in cited})
-    lines = systems.format_turns(systems.history_for(inst, "adjacent").turns())
+    lines = reading.format_turns(reading.history_for(inst, "adjacent").turns())
     full = "\n".join(lines)
     r = msub.reply("evidence-oracle", inst, probe, full, 1000, system="long_context", setting="adjacent")
     assert r.available and r.outcome == ref.ANSWER and metrics.score(r.parsed, inst, probe).perfect
@@ -141,7 +141,7 @@ def test_evidence_oracle_answers_exactly_when_every_evidence_turn_is_in_the_cont
 
 def test_subject_reader_sees_what_the_window_fit_keeps(dataset):
     inst, probe = _probe(dataset)
-    history = systems.history_for(inst, "long_context")
+    history = reading.history_for(inst, "long_context")
     lc = systems.LongContextSystem(msub.SubjectReader(None, subject="evidence-oracle", context_window=200_000))
     with pytest.raises(RuntimeError, match="bind"):
         lc.answer(history, probe.question)
@@ -154,7 +154,7 @@ def test_subject_reader_sees_what_the_window_fit_keeps(dataset):
     small = systems.LongContextSystem(msub.SubjectReader(None, subject="evidence-oracle"))
     small.reader.bind(inst, probe, "long_context", "long_context")
     ans = small.answer(history, probe.question)
-    context, dropped = systems.Reader(None).context(systems.format_turns(history.turns()), probe.question)
+    context, dropped = reading.Reader(None).context(reading.format_turns(history.turns()), probe.question)
     assert ans.truncated_tokens == dropped > 0 and small.reader.last.context == context
     assert small.reader.last_reply.available == msub.evidence_available(inst, probe, context)
     assert not small.reader.last_reply.available and ans.parsed.response.answer == msub.ABSTENTION_ANSWER

@@ -1,7 +1,8 @@
 """tokens.count_line / count_lines: sums of parts that must equal the whole text's count."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memlife import tokens
+from memlife.models import tokens
 
 # Characters that stress the pre-tokenizer: spaces and newlines of several kinds, punctuation that
 # pieces absorb ("/", "'s"), digits, capitals, a Greek final sigma, an ideograph and an emoji.

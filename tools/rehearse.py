@@ -37,7 +37,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from memlife import config, estimate, paths  # noqa: E402
+from memlife.base import config, paths  # noqa: E402
+from memlife.running import estimate
 
 # What a fraction scales: the number of items each notebook works through. Everything per item stays.
 CONTROLS = ("14_memops_controls", "25_restore_controls")
@@ -123,9 +124,9 @@ def main() -> int:
     env = {"MEMLIFE_BASE_URL": url, "MEMLIFE_MODEL": a.model, "OPENAI_API_KEY": "sk-rehearsal-not-a-key",
            "MEMLIFE_JUDGE_AUDIT_MODEL": a.audit_model, "MEMLIFE_CACHE_DIR": str(cache),
            "MEMLIFE_SPEND_CAP_USD": "1000", "MEMLIFE_SPEND_RUN": f"rehearsal-{int(time.time())}"}
-    from memlife import llm
+    from memlife.models import accounting
 
-    if llm.price_usd(a.model, 1, 1) is None:
+    if accounting.price_usd(a.model, 1, 1) is None:
         env["MEMLIFE_PRICE_PER_MTOK"] = "0,0"  # a self-hosted model
     os.environ.update(env)
     print(f"== rehearsal: profile {a.profile} at fraction {a.fraction}, every role -> emulator as {a.model} "
@@ -140,7 +141,7 @@ def main() -> int:
         for nb in notebooks:
             timing = scratch / f"{nb}.time"
             proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(timing), sys.executable, "-m",
-                                   "memlife.runner", nb, "--profile", a.profile],
+                                   "memlife.running.runner", nb, "--profile", a.profile],
                                   cwd=ROOT, env={**os.environ, "MEMLIFE_ROOT": str(scratch)})
             wall, peak_kb = timing.read_text().split()[-2:]
             usage = json.loads((paths.layout(a.profile, scratch).usage / f"{nb}.json").read_text()) if proc.returncode == 0 else {}

@@ -20,7 +20,7 @@ from a dataset hub, out of reach offline; the oracle file travels inside the PyP
   it, keeping its chronological order, and the filler dated around it so that the whole history is
   chronological (:func:`_filler_dates`).
 
-What differs from S, measured by ``python -m memlife.longmem stats``: S's filler comes from
+What differs from S, measured by ``python -m memlife.restore.dataset stats``: S's filler comes from
 ShareGPT, UltraChat and simulated sessions of other users' attributes; here it is the other
 questions' evidence sessions, so topics recur across histories (940 sessions shared by 470
 histories) and one simulated user's facts sit beside another's.
@@ -37,8 +37,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from memlife import tokens
 from memlife.longmem import DATE_FORMAT, QUESTION_TYPES, parse_date
+from memlife.models import tokens
 
 # LongMemEval-S's mean history, by this project's tokenizer; the restore paper's "~102k" (its
 # line 46). Profiles scale it down for the embedded reader.

@@ -173,7 +173,7 @@ def interval_coverage(hits: np.ndarray, eligible: np.ndarray, clusters, planted,
     and each is still a valid bootstrap interval of its own repetition. Repetitions with no
     eligible item count as not covered.
     """
-    from . import stats
+    from memlife import stats
 
     hits = np.atleast_2d(np.asarray(hits, dtype=np.float64))
     eligible = np.atleast_2d(np.asarray(eligible, dtype=np.float64))

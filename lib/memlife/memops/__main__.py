@@ -27,9 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from memlife import paths
-
-from .build import build, params_for, validate_file
+from memlife.base import paths
+from memlife.memops.build import build, params_for, validate_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         return _describe(args)
 
     if args.cmd == "build":
-        from memlife import llm
+        from memlife.models import endpoints
 
-        llm.configure(args.profile, track="memops")  # "generator"/"verifier" endpoints, as the profile sets them
+        endpoints.configure(args.profile, track="memops")  # "generator"/"verifier" endpoints, as the profile sets them
         params = params_for(args.profile)
         from dataclasses import replace
 
@@ -106,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 def _unreadable(path: Path) -> str | None:
     """Why a JSONL file cannot be checked at all (bytes that are not UTF-8, no line), else None:
     an empty file would otherwise pass every gate."""
-    from .schema import InstanceFileError, jsonl_lines
+    from memlife.memops.schema import InstanceFileError, jsonl_lines
 
     try:
         lines = jsonl_lines(path)
@@ -118,8 +117,8 @@ def _unreadable(path: Path) -> str | None:
 def _describe(args) -> int:
     import json
 
-    from .describe import describe_file
-    from .schema import InstanceFileError
+    from memlife.memops.describe import describe_file
+    from memlife.memops.schema import InstanceFileError
 
     if not args.file.is_file():
         print(f"{args.file}: no such file", file=sys.stderr)
@@ -134,8 +133,8 @@ def _describe(args) -> int:
 
 
 def _score(args) -> int:
-    from .metrics import ResponsesFileError, score_file
-    from .schema import InstanceFileError
+    from memlife.memops.metrics import ResponsesFileError, score_file
+    from memlife.memops.schema import InstanceFileError
 
     for path in (args.instances, args.responses):
         if not path.is_file():

@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from .. import subjects as ref
-from .schema import OP_TYPES, PROBE_TYPES
+from memlife import stats
+from memlife import subjects as ref
+from memlife.memops.schema import OP_TYPES, PROBE_TYPES
 
 # The papers' column names of Table 4 (by operation type) and Table 5 (by probe type), keyed by
 # the records' op_type and probe_type values, in the paper's column order.
@@ -110,11 +110,11 @@ def adjacent_to_long_delta(records: pd.DataFrame, paper4: pd.DataFrame, paper5: 
 
 
 def _labelled(records: pd.DataFrame) -> pd.DataFrame:
-    """The records with each of LABELS as the tables average it (`metrics.resolved`: the scorer's,
+    """The records with each of LABELS as the tables average it (`aggregate.resolved`: the scorer's,
     the judge's where the scorer was undecided; None where missing) as 0/1/NaN floats."""
-    from . import metrics
+    from memlife.memops import aggregate
 
-    res = metrics.resolved(records)
+    res = aggregate.resolved(records)
     out = records.copy()
     for k in LABELS:
         out[k] = pd.to_numeric(res[k].astype("object"), errors="coerce")

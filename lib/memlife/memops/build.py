@@ -13,10 +13,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..progress import bar as progress_bar
-from . import gates, longctx, realize
-from .plan import PlanParams, plan
-from .schema import Instance, dumps
+from memlife.base.progress import bar as progress_bar
+from memlife.memops import gates, longctx, realize
+from memlife.memops.plan import PlanParams, plan
+from memlife.memops.schema import Instance, dumps
 
 NOTEBOOK = "10_memops_build"
 
@@ -35,7 +35,7 @@ class BuildParams:
 
 
 def params_for(profile: str) -> BuildParams:
-    from memlife import config
+    from memlife.base import config
 
     p = config.notebook_params(profile, NOTEBOOK)
     return BuildParams(profile=p["profile"], seed=int(p["seed"]), n_topics=int(p["n_topics"]),
@@ -52,9 +52,9 @@ def _use_llm(choice: str) -> bool:
         return True
     if choice != "auto":
         raise ValueError(f"realizer must be auto, template or llm, got {choice!r}")
-    from memlife import llm
+    from memlife.models import endpoints
 
-    return llm.role_configured("generator")
+    return endpoints.role_configured("generator")
 
 
 def _verifier_on(choice: str) -> bool:
@@ -62,9 +62,9 @@ def _verifier_on(choice: str) -> bool:
         return False
     if choice != "auto":
         raise ValueError(f"verifier must be auto or off, got {choice!r}")
-    from memlife import llm
+    from memlife.models import endpoints
 
-    return llm.role_configured("verifier")
+    return endpoints.role_configured("verifier")
 
 
 @dataclass
@@ -123,9 +123,9 @@ def build(params: BuildParams, out_dir: Path | None = None, progress: bool = Tru
 
 
 def _generator_concurrency() -> int:
-    from memlife import llm
+    from memlife.models import endpoints
 
-    return max(1, llm.endpoint_for("generator").concurrency)
+    return max(1, endpoints.endpoint_for("generator").concurrency)
 
 
 def _in_order(fn, items, workers: int, bar):
@@ -170,7 +170,7 @@ def load_or_build(params: BuildParams, out_dir: Path, progress: bool = True) -> 
     """The dataset `params` describes: read from `out_dir` when its manifest records these very
     parameters and its instances file still has the recorded SHA-256, else built there afresh.
     The build is deterministic, so reading is the same as rebuilding, minus the time."""
-    from .schema import load_instances
+    from memlife.memops.schema import load_instances
 
     out = Path(out_dir)
     manifest, instances = out / "manifest.json", out / "instances.jsonl"

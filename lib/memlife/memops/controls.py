@@ -24,13 +24,18 @@ import numpy as np
 import pandas as pd
 
 from memlife import subjects as ref
-
-from . import metrics, systems
-from .evaluate import select_instances
-from .schema import Instance
-from .subjects import (MODEL_FREE_SYSTEMS, SubjectReader, any_evidence, confusable, evidence_available,
-                       reply)
-from .systems import RETRIEVAL_TOKENS
+from memlife.memops import aggregate, metrics, reading, registry, systems
+from memlife.memops.evaluate import select_instances
+from memlife.memops.schema import Instance
+from memlife.memops.subjects import (
+    MODEL_FREE_SYSTEMS,
+    SubjectReader,
+    any_evidence,
+    confusable,
+    evidence_available,
+    reply,
+)
+from memlife.memops.systems import RETRIEVAL_TOKENS
 
 SWEEP_K = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, 200)
 SWEEP_TOKENS = (250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 8000, 12000, 16000, 24000, 32000, 64000)
@@ -40,7 +45,7 @@ SWEEP_TOKENS = (250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 8000, 12000,
 class ControlsConfig:
     seed: int = 0
     systems: list[str] = field(default_factory=lambda: list(MODEL_FREE_SYSTEMS))
-    settings: list[str] = field(default_factory=lambda: list(systems.SETTINGS))
+    settings: list[str] = field(default_factory=lambda: list(reading.SETTINGS))
     reader_windows: list[int] = field(default_factory=lambda: [8192])
     max_instances: int | None = None       # a balanced cut of the dataset (evaluate.select_instances)
     # BM25: the token budget both granularities share, and an optional cap on their units
@@ -83,7 +88,7 @@ def plan(instances: list[Instance], cfg: ControlsConfig) -> list[tuple[str, str,
 
 
 def _make(name: str, reader: SubjectReader, store_root: Path, cfg: ControlsConfig):
-    return systems.make_system(name, reader=reader, store_root=store_root, top_k_turns=cfg.top_k_turns,
+    return registry.make_system(name, reader=reader, store_root=store_root, top_k_turns=cfg.top_k_turns,
                                top_k_sessions=cfg.top_k_sessions, retrieval_tokens=cfg.retrieval_tokens,
                                top_k_memories=cfg.top_k_memories, seed=cfg.seed, mem0_infer=False)
 
@@ -109,7 +114,7 @@ def run_and_sweep(instances: list[Instance], cfg: ControlsConfig, store_root: Pa
 
 def _run(instances: list[Instance], cfg: ControlsConfig, store_root: Path, *, progress: bool,
          swept: dict[str, list] | None) -> pd.DataFrame:
-    from memlife.progress import bar as progress_bar
+    from memlife.base.progress import bar as progress_bar
 
     labels_cache: dict[tuple[str, str], metrics.Labels] = {}
     rows = []
@@ -121,7 +126,7 @@ def _run(instances: list[Instance], cfg: ControlsConfig, store_root: Path, *, pr
         points = sweep_points(cfg, name) if sweeping else []
         try:
             for inst in chosen:
-                history = systems.history_for(inst, setting)
+                history = reading.history_for(inst, setting)
                 system.ingest(history)
                 lines = _Lines.of(*system.units(history)) if sweeping else None
                 for probe in inst.probes:
@@ -245,10 +250,10 @@ class _Lines:
         return s + c - m, kept + (int(tail[m - 1]) if m else 0)
 
 
-def _sweep_probe(out: dict[str, list], lines: _Lines, system, history: systems.History, inst: Instance, probe,
+def _sweep_probe(out: dict[str, list], lines: _Lines, system, history: reading.History, inst: Instance, probe,
                  points, reader: SubjectReader, windows: list[int], setting: str) -> None:
     """Append the sweep's rows for one probe: one BM25 ranking, every point, every window."""
-    from .subjects import evidence_turns
+    from memlife.memops.subjects import evidence_turns
 
     n = len(lines.unit_tokens)
     order = np.asarray(system.ranking(history, probe.question), dtype=np.int64)
@@ -320,7 +325,7 @@ def sweep(instances: list[Instance], cfg: ControlsConfig, *, progress: bool = Tr
     own units (for each evidence turn, the smallest unit holding it) fit the point's k and
     budget — what a perfect ranker could hand over; `evidence_units` and `evidence_tokens` are
     those units and their tokens."""
-    from memlife.progress import bar as progress_bar
+    from memlife.base.progress import bar as progress_bar
 
     chosen = select_instances(instances, cfg.max_instances)
     out: dict[str, list] = {c: [] for c in SWEEP_COLUMNS}
@@ -333,7 +338,7 @@ def sweep(instances: list[Instance], cfg: ControlsConfig, *, progress: bool = Tr
                                disable=not progress)
             with bar:
                 for inst in chosen:
-                    history = systems.history_for(inst, setting)
+                    history = reading.history_for(inst, setting)
                     system.ingest(history)
                     lines = _Lines.of(*system.units(history))
                     for probe in inst.probes:
@@ -453,7 +458,7 @@ def subject_scores(records: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Every label's mean per subject and `by` group, with the share of perfect replies and of
     abstentions (no evidence, or a planted miss)."""
     keys = ["subject", *by]
-    out = metrics.summarize(records, keys)
+    out = aggregate.summarize(records, keys)
     g = records.groupby(keys, sort=True)
     out["perfect"] = g["perfect"].mean().values
     out["abstained"] = g["outcome"].apply(lambda s: s.isin(["abstain", ref.MISS]).mean()).values
@@ -544,7 +549,7 @@ def availability_figure(table: pd.DataFrame, x: str, order: list[str]):
     if "configured" in table.columns:
         table = table[table["configured"].astype(bool)]
     windows = sorted(table["reader_window"].unique())
-    settings = [s for s in systems.SETTINGS if s in set(table["setting"])]
+    settings = [s for s in reading.SETTINGS if s in set(table["setting"])]
     present = [s for s in SYSTEM_ORDER if s in set(table["system"])]
     labels = {}
     for name in present:
@@ -584,7 +589,7 @@ def sweep_figure(table: pd.DataFrame):
 
     t = table[table["system"].isin(BM25_SYSTEMS)]
     windows = sorted(t["reader_window"].unique())
-    settings = [s for s in systems.SETTINGS if s in set(t["setting"])]
+    settings = [s for s in reading.SETTINGS if s in set(t["setting"])]
     fig, axes = plt.subplots(len(windows), len(settings), figsize=(6 * len(settings), 3.6 * len(windows)),
                              sharey=True, squeeze=False)
     colors = {"bm25_turn": "tab:orange", "bm25_session": "tab:green"}

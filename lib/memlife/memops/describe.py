@@ -8,8 +8,8 @@ from itertools import combinations
 
 import pandas as pd
 
-from ..paper_reference import MEMOPS_TABLE2
-from .schema import CATEGORIES, DISTRACTOR_TAGS, FIGURE_5C_TAGS, OP_TYPES, PROBE_TYPES, Instance
+from memlife.memops.schema import CATEGORIES, DISTRACTOR_TAGS, FIGURE_5C_TAGS, OP_TYPES, PROBE_TYPES, Instance
+from memlife.paper_reference import MEMOPS_TABLE2
 
 # Table 2's rows by section, in the paper's order (its values: `paper_reference.MEMOPS_TABLE2`).
 SECTIONS = {
@@ -25,7 +25,7 @@ SECTIONS = {
 
 
 def adjacent_tokens(inst: Instance) -> int:
-    from memlife import tokens
+    from memlife.models import tokens
 
     return sum(tokens.count(t.text) for seg in inst.segments for t in seg)
 
@@ -98,7 +98,7 @@ def describe_file(path) -> dict:
     import json
     from pathlib import Path
 
-    from .schema import load_instances
+    from memlife.memops.schema import load_instances
 
     path = Path(path)
     instances = load_instances(path)

@@ -12,7 +12,7 @@ probe already journalled under the current key is not asked again; a history who
 all journalled is not ingested again; a store without its INGESTED marker is rebuilt from
 scratch (see systems.IngestMarker). Changing such a parameter starts a fresh set of answers and
 stores instead of silently reusing the old ones, and records.parquet holds only the current
-key's answers to the current selection of probes. Every model call is cached by `memlife.llm`,
+key's answers to the current selection of probes. Every model call is cached by `memlife.models.llm`,
 so a killed run that restarts repeats no call — at most the one that was in flight when it died.
 """
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from . import metrics, systems
-from .response import grammar_longest_reply
-from .schema import Instance, load_instances
-from .systems import RETRIEVAL_TOKENS
+from memlife.memops import judging, metrics, reading, registry, systems, temp_lora
+from memlife.memops.response import grammar_longest_reply
+from memlife.memops.schema import Instance, load_instances
+from memlife.memops.systems import RETRIEVAL_TOKENS
 
 RECORD_COLUMNS = (
     "system", "setting", "instance_id", "topic_id", "op_type", "probe_id", "probe_type", "multi_hop",
@@ -44,7 +44,7 @@ class EvalConfig:
     profile: str = "smoke"
     seed: int = 0
     systems: list[str] = field(default_factory=lambda: list(systems.SYSTEMS))
-    settings: list[str] = field(default_factory=lambda: list(systems.SETTINGS))
+    settings: list[str] = field(default_factory=lambda: list(reading.SETTINGS))
     max_instances: int | None = None  # a deterministic subset, balanced over op types
     max_probes: int | None = None     # the first probes of each instance
     # BM25: both granularities get the same context budget in tokens (systems.RETRIEVAL_TOKENS);
@@ -56,12 +56,12 @@ class EvalConfig:
     # The reader's token cap. None: the longest reply the reply grammar admits (resolve_reply_cap),
     # so that no grammatical reply can be cut; a number below it is refused for the embedded reader.
     reader_max_tokens: int | None = None
-    temp_lora_epochs: int = 2  # per chunk, every chunk of the history (systems.TempLoRAConfig: the paper's 2)
+    temp_lora_epochs: int = 2  # per chunk, every chunk of the history (temp_lora.TempLoRAConfig: the paper's 2)
     temp_lora_settings: list[str] = field(default_factory=lambda: ["adjacent"])
     mem0_infer: bool | None = None  # None: LLM extraction only when the reader's window holds its prompt
     extract_max_tokens: int = 384   # the cap on Mem0's and MemOS's own extraction calls
-    judge: bool | None = None  # None: run the LLM judge exactly when llm.judge_available()
-    # Tell the reader how to treat forgotten and superseded values (systems.system_prompt); the
+    judge: bool | None = None  # None: run the LLM judge exactly when endpoints.judge_available()
+    # Tell the reader how to treat forgotten and superseded values (reading.system_prompt); the
     # paper reports no such hint, so off unless a profile turns it on.
     memory_hint: bool = False
     # The judge labels every reply the scorer left a label of undecided, and this share of the
@@ -83,7 +83,7 @@ def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = 
     if grammar_bounds is not None:  # the embedded reader's sampling grammar changes its answers
         fields["grammar_bounds"] = grammar_bounds
     if not cfg.subject:  # the reader's prompt: a new prompt asks afresh, never reuses old answers
-        fields["reader_prompt"] = hashlib.sha256(systems.system_prompt(cfg.memory_hint).encode()).hexdigest()[:12]
+        fields["reader_prompt"] = hashlib.sha256(reading.system_prompt(cfg.memory_hint).encode()).hexdigest()[:12]
     if grammar is not None:  # and so does the grammar's form (its separators), not only its bounds
         fields["grammar_sha256"] = hashlib.sha256(grammar.encode()).hexdigest()
     if cfg.subject:  # only then: a model run keeps the key (and the journal) it always had
@@ -95,7 +95,7 @@ def run_key(cfg: "EvalConfig", reader_model: str, grammar_bounds: dict | None = 
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def system_run_key(key: str, spec: "systems.SystemSpec") -> str:
+def system_run_key(key: str, spec: "registry.SystemSpec") -> str:
     """The run key of one system's answers: `key`, or for a system with a version (one's own,
     versioned by its source) a key of both, so that editing the system asks its probes afresh."""
     if not spec.version:
@@ -110,7 +110,7 @@ def gold_grammar_bounds(instances: list[Instance]) -> dict[str, int]:
     """Grammar bounds that every gold response of the dataset fits: the embedded reader's
     grammar never rules out a perfect reply. From the whole dataset, so the grammar does not
     change with the selection asked."""
-    from .response import bounds_covering
+    from memlife.memops.response import bounds_covering
 
     return bounds_covering(metrics.gold_response(i, p).response for i in instances for p in i.probes)
 
@@ -136,7 +136,7 @@ def resolve_reply_cap(configured: int | None, bounds: dict, *, bounded: bool) ->
     return int(configured)
 
 
-def check_reply_room(reader: "systems.Reader", asked: list[tuple[Instance, list]]) -> int:
+def check_reply_room(reader: "reading.Reader", asked: list[tuple[Instance, list]]) -> int:
     """The longest gold response of the probes asked, in the reader's tokens, written as the
     reader's grammar writes it (pydantic's compact JSON: `response.reply_grammar` fixes every
     separator, so no reply spends tokens on whitespace); raises ReplyRoomError when it does not
@@ -163,7 +163,7 @@ def grammar_admits(grammar: str, text: str) -> bool:
     embedded model's tokenizer is byte-level: any text it could write is a token sequence)."""
     import llguidance
 
-    from memlife import tokens
+    from memlife.models import tokens
 
     m = llguidance.LLMatcher(_ll_tokenizer(), llguidance.grammar_from("gbnf", grammar))
     return m.consume_tokens(tokens.embedded_ids(text)) and m.is_accepting()
@@ -173,7 +173,7 @@ def grammar_admits(grammar: str, text: str) -> bool:
 def _ll_tokenizer():
     import llguidance.hf
 
-    from memlife import tokens
+    from memlife.models import tokens
 
     return llguidance.hf.from_tokenizer(tokens.embedded_tokenizer())
 
@@ -293,7 +293,7 @@ def _scored(parsed, inst: Instance, probe) -> dict:
     }
 
 
-def _record(system: str, setting: str, inst: Instance, probe, ans: systems.Answer, reader_model: str) -> dict:
+def _record(system: str, setting: str, inst: Instance, probe, ans: reading.Answer, reader_model: str) -> dict:
     parsed = ans.parsed
     scored = _scored(parsed, inst, probe)
     return {
@@ -319,7 +319,7 @@ def rescore(records: list[dict], instances: list[Instance]) -> list[dict]:
     does not cover the scorer, so without this a resumed run would report, for every answer it
     did not ask again, the labels of whatever scorer was current then, not of this one.
     """
-    from .response import parse_response
+    from memlife.memops.response import parse_response
 
     probes = {(i.instance_id, p.probe_id): (i, p) for i in instances for p in i.probes}
     out = []
@@ -344,21 +344,21 @@ def wants_judge(rec: dict, share: float, seed: int = 0) -> bool:
 
 
 def _judge(rec: dict, inst: Instance, probe, parsed, client) -> dict:
-    from memlife import llm
+    from memlife.models import llm
 
     structured = getattr(getattr(client, "endpoint", None), "structured_output", False)
-    fmt = llm.named_schema_format("MemOpsJudgement", metrics.JUDGE_SCHEMA) if structured else None
-    c = client.complete(metrics.judge_messages(inst, probe, parsed), max_tokens=60, response_format=fmt)
+    fmt = llm.named_schema_format("MemOpsJudgement", judging.JUDGE_SCHEMA) if structured else None
+    c = client.complete(judging.judge_messages(inst, probe, parsed), max_tokens=60, response_format=fmt)
     out = {"judge_raw": c.text, "judge_valid": True, "judge_model": getattr(client, "model", None)}
     if c.refusal is not None:
         out.update(judge_valid=False, judge_error=f"the judge refused: {c.refusal[:200]}")
-        out.update({f"judge_{k}": None for k in metrics.JUDGE_LABELS})
+        out.update({f"judge_{k}": None for k in judging.JUDGE_LABELS})
         return out
     try:
-        labels = metrics.parse_judge(c.text)
-    except metrics.JudgeParseError as exc:
+        labels = judging.parse_judge(c.text)
+    except judging.JudgeParseError as exc:
         out.update(judge_valid=False, judge_error=str(exc))
-        labels = {k: None for k in metrics.JUDGE_LABELS}
+        labels = {k: None for k in judging.JUDGE_LABELS}
     out.update({f"judge_{k}": v for k, v in labels.items()})
     return out
 
@@ -366,23 +366,23 @@ def _judge(rec: dict, inst: Instance, probe, parsed, client) -> dict:
 def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_client=None,
         judge_client=None, progress: bool = True) -> "pd.DataFrame":  # noqa: F821
     """Answer every selected probe with every system in every setting; returns the records."""
-    from memlife import llm
-    from memlife.progress import bar as progress_bar
-    from memlife.progress import notice
+    from memlife.base.progress import bar as progress_bar
+    from memlife.base.progress import notice
+    from memlife.models import endpoints, llm
 
     out_dir = Path(out_dir)
     reader_client = reader_client or llm.get_client("reader")
-    use_judge = cfg.judge if cfg.judge is not None else llm.judge_available()
+    use_judge = cfg.judge if cfg.judge is not None else endpoints.judge_available()
     # Every name resolved before any work: a typo or a module that does not import costs nothing.
-    specs = systems.resolve_systems(cfg.systems, f"profile {cfg.profile!r}, notebooks.12_memops_eval.systems")
+    specs = registry.resolve_systems(cfg.systems, f"profile {cfg.profile!r}, notebooks.12_memops_eval.systems")
     if use_judge and judge_client is None:
         judge_client = llm.get_client("judge")
     if cfg.subject:
-        from .subjects import SubjectReader
+        from memlife.memops.subjects import SubjectReader
 
         needs_model = [s.name for s in specs if not s.model_free]
         if needs_model or cfg.mem0_infer:
-            model_free = [n for n, s in systems.registered_systems().items() if s.model_free]
+            model_free = [n for n, s in registry.registered_systems().items() if s.model_free]
             raise ValueError(f"reference subject {cfg.subject!r} reads without a model: systems {needs_model} "
                              f"and Mem0's LLM extraction need one (model-free: {model_free}, mem0_infer=False)")
         # The configured reader's client sets the window, so the subject sees what that model would.
@@ -391,7 +391,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
         reader_model = reader.model
     else:
         bounds = gold_grammar_bounds(instances)
-        reader = systems.Reader(reader_client, memory_hint=cfg.memory_hint, grammar_bounds=bounds)
+        reader = reading.Reader(reader_client, memory_hint=cfg.memory_hint, grammar_bounds=bounds)
         reader.max_tokens = resolve_reply_cap(cfg.reader_max_tokens, bounds, bounded=reader.is_bounded())
         reader_model = str(getattr(reader_client, "model", "?"))
     chosen = select_instances(instances, cfg.max_instances)
@@ -413,7 +413,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                                                      "reader_cap_tokens": reader.max_tokens},
                                                     indent=1, sort_keys=True))
     # Temp-LoRA's generation gets the reader's token cap (and grammar): no grammatical reply is cut
-    lora_cfg = systems.TempLoRAConfig(epochs=cfg.temp_lora_epochs, max_new_tokens=reader.max_tokens)
+    lora_cfg = temp_lora.TempLoRAConfig(epochs=cfg.temp_lora_epochs, max_new_tokens=reader.max_tokens)
     selection = set()
     work = []  # per system, per setting: the journal and the probes it still lacks
     for name in (s.name for s in specs):
@@ -439,7 +439,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                 for setting, journal, todo in ((st, j, t) for n, st, j, t in work if n == name):
                     bar.set_postfix_str(f"{name} / {setting}")
                     if todo and system is None:
-                        system = systems.make_system(
+                        system = registry.make_system(
                             name, reader=reader, store_root=out_dir / "stores" / keys[name],
                             top_k_turns=cfg.top_k_turns,
                             top_k_sessions=cfg.top_k_sessions, retrieval_tokens=cfg.retrieval_tokens,
@@ -448,7 +448,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                             extract_max_tokens=cfg.extract_max_tokens)
 
                     def answer_instance(inst, probes, system=system, setting=setting, journal=journal):
-                        history = systems.history_for(inst, setting)
+                        history = reading.history_for(inst, setting)
                         system.ingest(history)
                         for probe in probes:
                             if cfg.subject:
@@ -479,7 +479,7 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
 # Systems whose state is kept per history, so that several instances can be answered at once
 # (SystemSpec.parallel). Mem0 and MemOS share one store process and proxy; Temp-LoRA trains one
 # adapter at a time.
-PARALLEL_SYSTEMS = tuple(n for n, s in systems.registered_systems().items() if s.parallel)
+PARALLEL_SYSTEMS = tuple(n for n, s in registry.registered_systems().items() if s.parallel)
 
 
 def parallel_instances(answer_instance, todo, workers: int) -> None:
@@ -593,7 +593,7 @@ def ingest_summary(out_dir: Path, key: str | None = None):
 
 
 def load_dataset(profile: str) -> list[Instance]:
-    from memlife import paths
+    from memlife.base import paths
 
     path = paths.layout(profile).data / "memops" / "instances.jsonl"
     if not path.is_file():
@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instances", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--systems", default=",".join(systems.SYSTEMS))
-    ap.add_argument("--settings", default=",".join(systems.SETTINGS))
+    ap.add_argument("--settings", default=",".join(reading.SETTINGS))
     ap.add_argument("--max-instances", type=int)
     ap.add_argument("--max-probes", type=int)
     ap.add_argument("--top-k-memories", type=int, default=10)

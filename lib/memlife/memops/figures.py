@@ -2,7 +2,7 @@
 long-context change (notebook 13).
 
 Each function takes a table from `memops.describe` or `memops.analyses` and returns a matplotlib
-Figure; the notebooks save them with `memlife.report.save_figure`. The seaborn theme is the
+Figure; the notebooks save them with `memlife.base.artifacts.save_figure`. The seaborn theme is the
 caller's (notebook 11 sets one), so a figure looks like the others of its notebook.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import paper_reference
-from .. import report  # noqa: F401  (sets the headless backend and byte-stable rcParams)
-from .analyses import OPERATION_NAMES, PROBE_NAMES
-from .schema import CATEGORIES
+from memlife import paper_reference
+from memlife.base import artifacts  # noqa: F401  (sets the headless backend and byte-stable rcParams)
+from memlife.memops.analyses import OPERATION_NAMES, PROBE_NAMES
+from memlife.memops.schema import CATEGORIES
 
 
 def topics_and_lengths(categories: pd.DataFrame, lengths: pd.DataFrame) -> plt.Figure:

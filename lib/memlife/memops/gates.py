@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from . import schema as _schema
-from .schema import (
+from memlife.memops import schema as _schema
+from memlife.memops.schema import (
     DISTRACTOR_TAGS,
     N_SEGMENTS,
     PROBE_TYPES,
@@ -231,7 +231,7 @@ def gate_gold_response(inst: Instance) -> list[GateFailure]:
     score perfect with the deterministic scorer. Plain containment of the required values is not
     enough: "the later mention of April 11 was only a possibility" contains April 11 without
     asserting it, and a scorer that misread such an answer would mark correct replies wrong."""
-    from .metrics import gold_failures
+    from memlife.memops.metrics import gold_failures
 
     return [GateFailure("gold_response", f"probe {p.probe_id}: gold response is not perfect: {r}")
             for p in inst.probes for r in gold_failures(inst, p)]
@@ -433,9 +433,9 @@ VERIFIER_SYSTEM = (
 
 def llm_verify(inst: Instance) -> list[GateFailure]:
     """Semantic audit through role "verifier"; returns [] when no capable verifier is configured."""
-    from memlife import llm
+    from memlife.models import endpoints, llm
 
-    if not llm.role_configured("verifier"):
+    if not endpoints.role_configured("verifier"):
         return []
     client = llm.get_client("verifier")
     payload = {

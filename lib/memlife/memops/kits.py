@@ -23,9 +23,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .response import outside_reply_alphabet
-from .schema import CATEGORIES
-from .schema import normalize_value as _norm  # the normalization answer keys use
+from memlife.memops.response import outside_reply_alphabet
+from memlife.memops.schema import CATEGORIES
+from memlife.memops.schema import normalize_value as _norm  # the normalization answer keys use
 
 TOPICS_DIR = Path(__file__).with_name("topics")
 

@@ -21,8 +21,8 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .gates import target_values
-from .schema import (
+from memlife.memops.gates import target_values
+from memlife.memops.schema import (
     ContextDistractor,
     Distractor,
     Insertion,
@@ -113,7 +113,7 @@ class FillerSession:
 def _session(source: str, pairs) -> FillerSession | None:
     """Whole exchanges from the start; None where roles do not alternate from a user turn (the
     alternation gate would fail on the host) or no exchange is left."""
-    from memlife import tokens
+    from memlife.models import tokens
 
     turns = [Turn(role=r, text=c) for r, c in pairs]
     turns = turns[: len(turns) - len(turns) % 2]
@@ -152,7 +152,7 @@ def load_ultrachat_jsonl(path: str):
     """
     import json
 
-    from memlife.corpus import Dialogue
+    from memlife.memops.corpus import Dialogue
 
     out = []
     with open(path, encoding="utf-8") as fh:
@@ -186,7 +186,7 @@ def _cut(session: FillerSession, room: float) -> tuple[tuple[Turn, ...], int] | 
 
 
 def _tokens(turns) -> int:
-    from memlife import tokens
+    from memlife.models import tokens
 
     return sum(tokens.count(t.text) for t in turns)
 

@@ -50,7 +50,7 @@ def _redact(text):
     return text
 
 
-# The error bodies the memlife proxy marks as its own (memlife.proxy.ERROR_TYPE and its refusals).
+# The error bodies the memlife proxy marks as its own (memlife.models.proxy.ERROR_TYPE and its refusals).
 _PROXY_ERROR_TYPES = ("memlife_proxy_error", "memlife_proxy_refused")
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import metrics
-from .response import MemOpsResponse, ParsedResponse
-from .schema import Instance, Probe, key_value
+from memlife.memops import metrics
+from memlife.memops.response import MemOpsResponse, ParsedResponse
+from memlife.memops.schema import Instance, Probe, key_value
 
 SPLITS = ("dev", "heldout")
 CASE_COLUMNS = ("family", "split", "template", "instance_id", "probe_id", "answer", "expected")
@@ -77,7 +77,7 @@ def slots(instance: Instance, probe: Probe) -> dict[str, dict]:
     rfl = _first(ops, "reflect")
     # a probe about the reflection alone: its required values are the conclusion's words
     if rfl is not None and rfl.new_value and all(o.type == "reflect" for o in ops):
-        from .plan import as_person
+        from memlife.memops.plan import as_person
 
         conc = as_person(rfl.new_value.strip().rstrip("."), "you")
         conc = conc[0].lower() + conc[1:]

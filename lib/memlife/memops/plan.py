@@ -1,4 +1,5 @@
-"""Stages 1-3 of the MemOps pipeline, model-free: backgrounds, gold operation plans, probes.
+"""Stages 2-3 of the MemOps pipeline, model-free: gold operation plans and probes (stage 1, the
+backgrounds, is `memlife.memops.backgrounds`).
 
 The plan says *what* happens in each evidence conversation — which user turn establishes,
 supersedes, removes or hints at which value — without any dialogue text. A realizer
@@ -8,125 +9,18 @@ verbatim quote of every span that cites the event. Everything here is seeded wit
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
-import random
-
-from ..paper_reference import MEMOPS_CATEGORY_COUNTS
-from . import kits as K
-from .schema import (
-    CATEGORIES,
+from memlife.memops import backgrounds
+from memlife.memops import kits as K
+from memlife.memops.schema import (
     OP_TYPES,
-    Background,
-    Fact,
-    Neighbour,
-    Reflection,
-    Supersession,
     key_value,
     normalize_value,
 )
 
 USER_SLOTS = 4  # user turns per segment (turns 0, 2, 4, 6)
-
-
-def _rng(seed: int, *purpose: object) -> random.Random:
-    # A string seed is hashed with SHA-512 by `random`, so this is stable across runs and platforms.
-    return random.Random(":".join(str(p) for p in (seed, *purpose)))
-
-
-# ----------------------------------------------------------------------------- stage 1
-
-
-@dataclass(frozen=True)
-class Topic:
-    index: int
-    kit: K.Kit
-    background: Background
-    main_values: tuple[str, ...]  # v1, v2, v3 (update chain), vn (another owner's value)
-    temp_value: str
-    control_value: str
-    other_control_value: str
-    owner: str
-    reflect: K.ReflectSet
-    neighbour_value: str  # the user's own value for the kit's neighbouring target
-    claimed_value: str  # what a third party wrongly believes the main value is
-    echo_value: str  # a placeholder the assistant proposes and the user never confirms
-    claimant: str  # the third party
-
-
-def category_counts(n_topics: int) -> dict[str, int]:
-    """The paper's 22/21/20/16/11/10 split scaled to n_topics (largest remainder, ties by order)."""
-    if n_topics < 1:
-        raise ValueError(f"n_topics must be >= 1, got {n_topics}")
-    total = sum(MEMOPS_CATEGORY_COUNTS.values())
-    exact = {c: MEMOPS_CATEGORY_COUNTS[c] * n_topics / total for c in CATEGORIES}
-    counts = {c: int(exact[c]) for c in CATEGORIES}
-    rest = n_topics - sum(counts.values())
-    order = sorted(CATEGORIES, key=lambda c: (-(exact[c] - counts[c]), CATEGORIES.index(c)))
-    for c in order[:rest]:
-        counts[c] += 1
-    return counts
-
-
-def plan_topics(n_topics: int, seed: int) -> list[Topic]:
-    by_cat = K.kits_by_category()
-    topics: list[Topic] = []
-    for cat, count in category_counts(n_topics).items():
-        kits = by_cat[cat]
-        if count and not kits:
-            raise ValueError(f"no topic kit in category {cat!r} ({K.TOPICS_DIR}), but {count} topic(s) asked for")
-        # Rotate the starting kit by seed so a different seed draws different sub-topics too.
-        start = _rng(seed, "kit-start", cat).randrange(len(kits))
-        for i in range(count):
-            kit = kits[(start + i) % len(kits)]
-            topics.append(_background(len(topics), kit, seed))
-    return topics
-
-
-def _background(index: int, kit: K.Kit, seed: int) -> Topic:
-    rng = _rng(seed, "background", index, kit.key)
-    topic_id = f"T{index:03d}"
-    v = rng.sample(kit.main.values, 6)
-    temp = rng.choice(kit.temp.values)
-    c1, c2 = rng.sample(kit.control.values, 2)
-    owner, claimant = rng.sample(kit.owners, 2)
-    nb_value = rng.choice(kit.neighbour.values)
-    reflect = rng.choice(kit.reflect)
-    name = rng.choice(K.NAMES)
-    setting = rng.choice(kit.settings)
-    bg = Background(
-        topic_id=topic_id,
-        category=kit.category,
-        subtopic=kit.subtopic,
-        title=f"{name}: {setting}",
-        user_name=name,
-        setting=setting,
-        attributes=[
-            Fact(target=kit.main.target, value=v[0], aliases=list(kit.main.aliases)),
-            Fact(target=kit.control.target, value=c1, aliases=list(kit.control.aliases)),
-        ],
-        superseding=[
-            Supersession(target=kit.main.target, old_value=v[0], new_value=v[1], aliases=list(kit.main.aliases)),
-            Supersession(target=kit.main.target, old_value=v[1], new_value=v[2], aliases=list(kit.main.aliases)),
-        ],
-        temporary=[Fact(target=kit.temp.target, value=temp, aliases=list(kit.temp.aliases))],
-        retained_controls=[Fact(target=kit.control.target, value=c1, aliases=list(kit.control.aliases))],
-        reflection=Reflection(
-            target=reflect.target,
-            clues=list(reflect.clues),
-            conclusion=reflect.conclusion,
-            unsupported=list(reflect.unsupported),
-            aliases=[reflect.key],
-        ),
-        neighbours=[
-            Neighbour(kind="other_person", target=kit.main.target, value=v[3], owner=owner),
-            Neighbour(kind="tentative", target=kit.main.target, value=v[2]),
-            Neighbour(kind="other_target", target=kit.neighbour.target, value=nb_value),
-            Neighbour(kind="third_party", target=kit.main.target, value=v[5], owner=claimant),
-            Neighbour(kind="assistant_echo", target=kit.main.target, value=v[4]),
-        ],
-    )
-    return Topic(index, kit, bg, tuple(v[:4]), temp, c1, c2, owner, reflect, nb_value, v[5], v[4], claimant)
 
 
 # ----------------------------------------------------------------------------- stage 2
@@ -187,7 +81,7 @@ class ProbePlan:
 @dataclass(frozen=True)
 class ConversationPlan:
     instance_id: str
-    topic: Topic
+    topic: backgrounds.Topic
     op_type: str
     variant: str
     events: tuple[Event, ...]
@@ -204,7 +98,7 @@ class ConversationPlan:
 class _Builder:
     """Accumulates events and operations for one conversation, numbering them in order."""
 
-    def __init__(self, topic: Topic):
+    def __init__(self, topic: backgrounds.Topic):
         self.t = topic
         self.events: list[Event] = []
         self.ops: list[OpPlan] = []
@@ -224,7 +118,7 @@ class _Builder:
         return oid
 
 
-def _events_for(topic: Topic, op_type: str, variant: str, rng: random.Random) -> _Builder:
+def _events_for(topic: backgrounds.Topic, op_type: str, variant: str, rng: random.Random) -> _Builder:
     kit, (v1, v2, v3, vn) = topic.kit, topic.main_values
     m, tmp, ctl, rf = kit.main, kit.temp, kit.control, topic.reflect
     b = _Builder(topic)
@@ -288,7 +182,7 @@ def _events_for(topic: Topic, op_type: str, variant: str, rng: random.Random) ->
 TRAJECTORY_VARIANTS = ("A", "B", "C", "D")
 
 
-def _trajectory_events(b: _Builder, topic: Topic, variant: str) -> None:
+def _trajectory_events(b: _Builder, topic: backgrounds.Topic, variant: str) -> None:
     kit, (v1, v2, v3, _) = topic.kit, topic.main_values
     m, tmp, ctl, rf = kit.main, kit.temp, kit.control, topic.reflect
     s = b.ev(0, 1, "state", m, value=v1)
@@ -411,7 +305,7 @@ def _pick(rng: random.Random, options: tuple[str, ...], **kw) -> str:
     return rng.choice(options).format(**kw)
 
 
-def _probes(b: _Builder, topic: Topic, op_type: str, variant: str, iid: str, rng: random.Random) -> list[ProbePlan]:
+def _probes(b: _Builder, topic: backgrounds.Topic, op_type: str, variant: str, iid: str, rng: random.Random) -> list[ProbePlan]:
     kit, (v1, v2, v3, vn) = topic.kit, topic.main_values
     m, tmp, ctl, rf = kit.main, kit.temp, kit.control, topic.reflect
     probes: list[ProbePlan] = []
@@ -569,7 +463,7 @@ def _describe(o: OpPlan, forgotten: set[str]) -> str:
     return f"your remarks about your {o.target} added up to a conclusion"
 
 
-def _trajectory_probes(b: _Builder, topic: Topic, variant: str, add, ntg) -> None:
+def _trajectory_probes(b: _Builder, topic: backgrounds.Topic, variant: str, add, ntg) -> None:
     kit, (v1, v2, v3, _) = topic.kit, topic.main_values
     m, tmp = kit.main, kit.temp
     main_ops = [o for o in b.ops if o.target == m.target]
@@ -633,9 +527,9 @@ class PlanParams:
     max_conversations: int | None = None  # None: all five per topic
 
 
-def plan_conversation(topic: Topic, op_type: str, seed: int) -> ConversationPlan:
+def plan_conversation(topic: backgrounds.Topic, op_type: str, seed: int) -> ConversationPlan:
     iid = f"{topic.background.topic_id}-{op_type}"
-    rng = _rng(seed, "conversation", iid)
+    rng = backgrounds.seeded_rng(seed, "conversation", iid)
     variant = TRAJECTORY_VARIANTS[(topic.index + seed) % len(TRAJECTORY_VARIANTS)] if op_type == "trajectory" else "-"
     b = _events_for(topic, op_type, variant, rng)
     _check_slots(iid, b.events)
@@ -655,7 +549,7 @@ def _check_slots(iid: str, events: list[Event]) -> None:
         seen[(e.segment, e.turn)] = e.event_id
 
 
-def select_pairs(topics: list[Topic], max_conversations: int | None, seed: int) -> list[tuple[Topic, str]]:
+def select_pairs(topics: list[backgrounds.Topic], max_conversations: int | None, seed: int) -> list[tuple[backgrounds.Topic, str]]:
     """All topic x operation pairs, or a seeded subset balanced over operation types.
 
     The paper kept 403 of its 500 topic-operation pairs after its gates; `max_conversations`
@@ -664,11 +558,11 @@ def select_pairs(topics: list[Topic], max_conversations: int | None, seed: int) 
     pairs = [(t, op) for t in topics for op in OP_TYPES]
     if max_conversations is None or max_conversations >= len(pairs):
         return pairs
-    rng = _rng(seed, "select")
+    rng = backgrounds.seeded_rng(seed, "select")
     by_op = {op: [p for p in pairs if p[1] == op] for op in OP_TYPES}
     for op in OP_TYPES:
         rng.shuffle(by_op[op])
-    keep: list[tuple[Topic, str]] = []
+    keep: list[tuple[backgrounds.Topic, str]] = []
     i = 0
     while len(keep) < max_conversations:
         op = OP_TYPES[i % len(OP_TYPES)]
@@ -681,5 +575,5 @@ def select_pairs(topics: list[Topic], max_conversations: int | None, seed: int) 
 
 
 def plan(params: PlanParams) -> list[ConversationPlan]:
-    topics = plan_topics(params.n_topics, params.seed)
+    topics = backgrounds.plan_topics(params.n_topics, params.seed)
     return [plan_conversation(t, op, params.seed) for t, op in select_pairs(topics, params.max_conversations, params.seed)]

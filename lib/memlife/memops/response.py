@@ -16,7 +16,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-
 # Every field is required and no field is nullable ("" stands for "no value"): llama-server
 # compiles the schema into a sampling grammar, and optional or nullable fields (anyOf null)
 # made generation pathologically slow on the embedded model — 0.37 tokens/s against 25 tokens/s
@@ -49,7 +48,7 @@ RESPONSE_INSTRUCTIONS = (
     'each {"type": "remember"|"forget"|"update"|"reflect", "target": ..., "old_value": ..., '
     '"new_value": ...}, "" for a missing value), and "provenance" (exact quotes of the user messages your answer rests on).'
 )
-# The instructions as the reader was given them before (`systems.HINTED_SYSTEM_PROMPT`, a profile's
+# The instructions as the reader was given them before (`reading.HINTED_SYSTEM_PROMPT`, a profile's
 # `memory_hint: true`): the answer "stating the current values", and never a forgotten or
 # superseded value.
 HINTED_RESPONSE_INSTRUCTIONS = (

@@ -21,15 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memlife import subjects as ref
-
-from . import metrics, systems
-from .response import MemOpsResponse, ParsedResponse, parse_response
-from .schema import Instance, Probe, Span, user_turn_text
+from memlife.memops import metrics, reading, registry, systems
+from memlife.memops.response import MemOpsResponse, ParsedResponse, parse_response
+from memlife.memops.schema import Instance, Probe, Span, user_turn_text
 
 # The paper's systems whose reader is the only model (SystemSpec.model_free): a subject in the
 # reader's place runs them with no model at all. Mem0 only with infer=False (its LLM extraction is
 # a model); MemOS extracts with an LLM; Temp-LoRA answers from trained weights and hands no context over.
-MODEL_FREE_SYSTEMS = tuple(n for n in systems.SYSTEMS if systems.registered_systems()[n].model_free)
+MODEL_FREE_SYSTEMS = tuple(n for n in systems.SYSTEMS if registry.registered_systems()[n].model_free)
 
 GOLD_REPLY, ABSTAIN = "gold", "abstain"  # outcomes besides memlife.subjects' MISS / CONFUSE / ANSWER
 
@@ -152,7 +151,7 @@ class Handover:
 
 
 @dataclass
-class SubjectReader(systems.Reader):
+class SubjectReader(reading.Reader):
     """A Reader that replies as a reference subject: same window fit, no model call.
 
     `client` may be None (the window is then the embedded model's, 8k, unless `context_window`
@@ -180,15 +179,15 @@ class SubjectReader(systems.Reader):
         self._item = (instance, probe)
         self.system, self.setting = system, setting
 
-    def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> systems.Answer:
+    def read(self, lines: list[str], question: str, retrieved: list[str] | None = None) -> reading.Answer:
         if self._item is None or self._item[1].question != question:
             raise RuntimeError("SubjectReader: bind(instance, probe, system, setting) before asking its question")
         instance, probe = self._item
         kept, dropped, handed = self.measure(lines, question)
-        context = "\n".join(kept) if kept else systems.NO_MEMORY  # what `handover` hands over
+        context = "\n".join(kept) if kept else reading.NO_MEMORY  # what `handover` hands over
         tokens = systems.context_tokens(kept)
         self.last = Handover(context, tokens, dropped, tuple(retrieved or ()), handed)
         self.last_reply = reply(self.subject, instance, probe, context, tokens, system=self.system,
                                 setting=self.setting, seed=self.seed, noise=self.noise)
-        return systems.Answer(parsed=self.last_reply.parsed, context_tokens=tokens, truncated_tokens=dropped,
+        return reading.Answer(parsed=self.last_reply.parsed, context_tokens=tokens, truncated_tokens=dropped,
                               retrieved=list(retrieved or []), request_id=f"{self.model}:{probe.probe_id}")

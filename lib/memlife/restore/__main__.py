@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .decompose import RecordsError, decompose_file
+from memlife.restore.decompose import RecordsError, decompose_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _judge_cases(args) -> int:
-    from . import answer_judge
+    from memlife.restore import answer_judge
 
     try:
         table = answer_judge.error_rates(answer_judge.load_cases(args.cases, args.oracle))
@@ -68,11 +68,11 @@ def _judge_cases(args) -> int:
 
 
 def _run(args) -> int:
-    from memlife import llm, paths
+    from memlife.base import paths
     from memlife.longmem import LongMemEvalError
-    from memlife.runner import check_paper_profile
-
-    from . import pipeline
+    from memlife.models import endpoints
+    from memlife.models.llm import check_paper_profile
+    from memlife.restore import pipeline
 
     try:
         pipeline.reader_factory(args.reader)
@@ -90,7 +90,7 @@ def _run(args) -> int:
     except (FileNotFoundError, LongMemEvalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except llm.LLMError as exc:
+    except endpoints.LLMError as exc:
         print(f"error: a model call failed: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {len(result.records)} records ({result.n_distinct_reads} distinct reads) to "

@@ -4,8 +4,8 @@ Per question and cell (policy × budget × seed, then regime), with the cell's B
 the retained units and one injection cap (``restore_cap``, the paper's 2,000 tokens):
 
 - **policy** — the reader on the regime's context over what the policy retained: top-k, or
-  forced-gold = :func:`memlife.retrieve.inject` of the surviving gold within the cap.
-- **restore** — :func:`memlife.retrieve.inject` of the full gold set (evicted gold included)
+  forced-gold = :func:`memlife.restore.read_context.inject` of the surviving gold within the cap.
+- **restore** — :func:`memlife.restore.read_context.inject` of the full gold set (evicted gold included)
   with the same ranking and cap; one context per cell, shared by both regimes. When no gold was
   evicted it is the forced-gold context itself, so the reader answers both the same way.
 - **clean_gold** — gold units only, once per question and reader.
@@ -14,7 +14,7 @@ The restore-tightness ablation (Appendix C; ``build_reads(..., ablations=True)``
 with the policy arm's keys, one context per cell shared by both regimes like the restore's:
 
 - **restore_surviving** — the restore with only the *surviving* gold reinstated:
-  :func:`memlife.retrieve.inject` of the gold that eviction kept, same ranking and cap. That is
+  :func:`memlife.restore.read_context.inject` of the gold that eviction kept, same ranking and cap. That is
   the forced-gold policy context by construction (forced-gold = inject(surviving gold)), so the
   arm costs no read: it is asserted identical to the forced-gold policy read and read once
   with it. Under forced-gold it is therefore the policy arm itself and can flip nothing; under
@@ -22,7 +22,7 @@ with the policy arm's keys, one context per cell shared by both regimes like the
   the evicted gold was not needed and the error was really a retrieval miss). When no gold was
   evicted it also equals the restore context (asserted).
 - **placebo** — the restore's context with every gold unit replaced by non-gold stand-ins from
-  the gold's chronological place and of about its size (:func:`memlife.retrieve.placebo`): the
+  the gold's chronological place and of about its size (:func:`memlife.restore.read_context.placebo`): the
   restore's presentation without the gold, one new read per cell.
 
 Every read is built first; identical prompts (same question, same context) are read once, in
@@ -30,7 +30,7 @@ sorted order so that prompts sharing a prefix run back to back. Resuming after a
 comes from the llm cache: rebuilding the records replays cached calls.
 
 Judging: the deterministic judge (:func:`memlife.restore.answer_judge.grade`) always; the
-paper's LLM judge in addition when :func:`memlife.llm.judge_available` is true. The deterministic
+paper's LLM judge in addition when :func:`memlife.models.endpoints.judge_available` is true. The deterministic
 judge reads LongMemEval's real answers (alternatives, numbers in words or digits, rubric
 sentences) and says CORRECT, INCORRECT or UNDECIDED; its row's ``judge_raw`` is that label and
 ``correct`` is True / False, or missing when UNDECIDED. Where the LLM judge graded the same item,
@@ -52,14 +52,14 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from memlife import retrieve, tokens
-from memlife.evict import Eviction
+from memlife import retrieve
 from memlife.longmem import Question
+from memlife.models import tokens
 from memlife.paper_reference import PAPER_BUDGETS
-from memlife.restore import answer_judge, prompts
-from memlife.restore.decompose import (  # ARMS: also the records' sort order
-    ARMS, AUDIT_JUDGE_PREFIX, DETERMINISTIC_JUDGE, reader_records_path)
-from memlife.units import Unit
+from memlife.restore import answer_judge, prompts, read_context
+from memlife.restore.decompose import ARMS, AUDIT_JUDGE_PREFIX, DETERMINISTIC_JUDGE, reader_records_path
+from memlife.restore.evict import Eviction
+from memlife.restore.units import Unit
 
 RECORD_COLUMNS = ("question_id", "question_type", "policy", "budget", "regime", "seed", "reader",
                   "judge", "arm", "correct", "n_gold", "n_gold_evicted", "context_tokens",
@@ -106,8 +106,8 @@ class Read:
 
 def _context(q: Question, units_by_id: Mapping[str, Unit], ids: Iterable[str]) -> tuple[tuple[str, ...], str, int]:
     """(chronological unit ids, reader prompt, context tokens) of a context."""
-    chrono = retrieve.chronological(units_by_id, ids)
-    snippets = retrieve.render(chrono)
+    chrono = read_context.chronological(units_by_id, ids)
+    snippets = read_context.render(chrono)
     return (tuple(u.unit_id for u in chrono),
             prompts.READER_USER.format(today=q.question_date, snippets=snippets, question=q.question),
             tokens.count_lines(snippets.split("\n")))  # = count(snippets), from recurring parts
@@ -138,7 +138,7 @@ class IdentityError(AssertionError):
 
 
 def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction], *, k: int,
-                restore_cap: int, regimes: Sequence[str] = retrieve.REGIMES,
+                restore_cap: int, regimes: Sequence[str] = read_context.REGIMES,
                 ablations: bool = False) -> list[Read]:
     """Every read of one question: clean gold once, then policy and restore per cell × regime,
     and with ``ablations`` the restore_surviving and placebo arms per cell × regime.
@@ -159,28 +159,28 @@ def build_reads(q: Question, units: Sequence[Unit], evictions: Sequence[Eviction
         if ev.question_id != q.question_id:
             raise ValueError(f"eviction of question {ev.question_id!r} passed with question {q.question_id!r}")
         if ev.retained not in rankings:
-            rankings[ev.retained] = retrieve.rank(units, ev.retained, q.question, index)
+            rankings[ev.retained] = read_context.rank(units, ev.retained, q.question, index)
         ranking = rankings[ev.retained]
         kept = set(ev.retained)
         surviving_gold = [g for g in gold if g in kept]
-        restore = retrieve.inject(units, gold, ranking, restore_cap)
+        restore = read_context.inject(units, gold, ranking, restore_cap)
         contexts = {}
         for regime in regimes:
-            ids = retrieve.select(units, ranking, regime, k=k, cap=restore_cap,
+            ids = read_context.select(units, ranking, regime, k=k, cap=restore_cap,
                                   retained_gold=surviving_gold)
             contexts[regime] = ids
             out.append(_read(q, by_id, ids, "policy", ev, regime, len(gold), ctx))
             out.append(_read(q, by_id, restore, "restore", ev, regime, len(gold), ctx))
         if not ablations:
             continue
-        surviving = retrieve.inject(units, surviving_gold, ranking, restore_cap)
+        surviving = read_context.inject(units, surviving_gold, ranking, restore_cap)
         # Checked here, not left to the reader: were they to differ, the arm would silently
         # measure something other than Appendix C's surviving-gold restore.
         if "forced_gold" in contexts and surviving != contexts["forced_gold"]:
             raise IdentityError(f"{_cell_name(ev)}: restore_surviving differs from the forced-gold context")
         if ev.n_gold_evicted == 0 and surviving != restore:
             raise IdentityError(f"{_cell_name(ev)}: nothing evicted, yet restore_surviving differs from restore")
-        placebo = retrieve.placebo(units, restore)
+        placebo = read_context.placebo(units, restore)
         if any(by_id[i].is_gold for i in placebo):
             raise IdentityError(f"{_cell_name(ev)}: the placebo holds gold")
         for regime in regimes:
@@ -275,8 +275,8 @@ def judge_audit(records: pd.DataFrame, questions: Mapping[str, Question], client
     paper excluded its 3 errored audit calls; :func:`analyses.judge_agreement` counts them as
     excluded) instead of losing the whole audit; failures are not cached, so a rerun retries.
     """
-    from memlife import progress
-    from memlife.llm import LLMCallError
+    from memlife.base import progress
+    from memlife.models.endpoints import LLMCallError
 
     sample = audit_sample(records, n_items, seed)
     triple = [(questions[qid].question, questions[qid].answer, hyp)

@@ -30,13 +30,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from memlife import evict, longmem, units
+from memlife import longmem
 from memlife import subjects as ref
-from memlife.evict import Eviction
 from memlife.longmem import Question
-from memlife.restore import arms, pipeline
+from memlife.restore import arms, dataset, evict, pipeline, units
+from memlife.restore.evict import Eviction
 from memlife.restore.subjects import SubjectReader, key_hashes
-from memlife.units import Unit
+from memlife.restore.units import Unit
 
 CELL = ("policy", "budget", "regime")
 BINS = ("n_errors", "irreversible", "recoverable", "residual")
@@ -57,7 +57,7 @@ class GridConfig:
     policies: list[str] = field(default_factory=lambda: list(evict.MODEL_FREE_POLICIES))
     ablation_arms: bool = True
     workers: int | None = None  # processes sharing the questions (None: every core); same grid for any number
-    source: str = "reconstructed"  # memlife.longmem.SOURCES
+    source: str = "reconstructed"  # memlife.restore.dataset.SOURCES
 
 
 @dataclass
@@ -89,12 +89,12 @@ def _question_grid(job: tuple) -> tuple[list[Eviction], list[arms.Read]]:
 
 
 def build_grid(cfg: GridConfig) -> Grid:
-    """The profile's LongMemEval questions (`longmem.build_records`), the eviction grid and every read, with notebook 22's
+    """The profile's LongMemEval questions (`dataset.build_records`), the eviction grid and every read, with notebook 22's
     construction checks (`pipeline.check_reads`): `evict.evict_grid`, then `pipeline.plan_grid`,
-    question by question over `cfg.workers` processes (`memlife.parallel`). Two passes, because
+    question by question over `cfg.workers` processes (`memlife.base.parallel`). Two passes, because
     the control's λ is calibrated over the whole dataset: units and calibration, then each
     question's evictions and reads. The result is the same for any number of workers."""
-    from memlife import parallel
+    from memlife.base import parallel
 
     specs = evict.resolve_policies(cfg.policies, "notebooks.25_restore_controls.policies")
     bad = [s.name for s in specs if s.needs_model]
@@ -104,7 +104,7 @@ def build_grid(cfg: GridConfig) -> Grid:
     # The workers get the specs, not the names: a policy from a module of one's own is registered
     # in this process only.
     cfg = replace(cfg, policies=specs)
-    questions = [longmem.to_question(r) for r in longmem.build_records(
+    questions = [longmem.to_question(r) for r in dataset.build_records(
         cfg.source, n_questions=cfg.n_questions, history_tokens=cfg.history_tokens, seed=cfg.seed)]
     budgets, seeds = list(cfg.budgets), list(cfg.seeds)
     with_control = any(s.name == evict.CONTROL for s in specs)
@@ -410,7 +410,7 @@ def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level:
     survived but retrieval left out: what eviction and retrieval alone cost. Intervals from fewer
     than `min_clusters` questions (default `analyses.MIN_CLUSTERS`) are left empty."""
     from memlife import paper_reference, stats
-    from memlife.restore import analyses
+    from memlife.restore import analyses, paper_tables
     from memlife.restore.decompose import COUNT_COLUMNS
 
     min_clusters = analyses.MIN_CLUSTERS if min_clusters is None else min_clusters
@@ -426,7 +426,7 @@ def reference_decomposition(obs: pd.DataFrame, *, n_boot: int, seed: int, level:
     budgets = sorted({int(b) for b in out["budget"]})
     out.insert(2, "paper_budget", [paper_reference.paper_budget(int(b), budgets) for b in out["budget"]])
     out["paper_budget"] = out["paper_budget"].astype("Int64")
-    out = out.merge(analyses.paper_two_bin_shares(), on=["policy", "paper_budget", "regime"], how="left")
+    out = out.merge(paper_tables.paper_two_bin_shares(), on=["policy", "paper_budget", "regime"], how="left")
     cols = ["policy", "budget", "paper_budget", "regime", "reader", "n_questions", "n_observations", "n_oracle_answerable",
             "n_errors", "irreversible", "recoverable", "residual",
             "accuracy", "accuracy_low", "accuracy_high",

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memlife.evict import POLICIES
-from memlife.retrieve import REGIMES
+from memlife.restore.evict import POLICIES
+from memlife.restore.read_context import REGIMES
 
 CONTRACT_COLUMNS = (
     "question_id", "question_type", "policy", "budget", "regime", "seed", "reader", "judge",

@@ -1,7 +1,7 @@
 """Figures of the restore audit: stacked decomposition bars, the R2 gap plot, the R3 forest plot.
 
 Each function takes a table from `memlife.restore.analyses` and returns a matplotlib Figure; the
-notebooks save them with `memlife.report.save_figure`.
+notebooks save them with `memlife.base.artifacts.save_figure`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import report  # noqa: F401  (sets the headless backend and byte-stable rcParams)
+from memlife.base import artifacts  # noqa: F401  (sets the headless backend and byte-stable rcParams)
 
 # Marks a cell whose interval rests on too few questions to be drawn (analyses.MIN_CLUSTERS).
 FEW_MARK = "†"

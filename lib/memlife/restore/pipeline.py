@@ -2,7 +2,7 @@
 records; what ``python -m memlife.restore run --profile P --reader NAME --out DIR`` runs.
 
 The parameters are the profile's sections of 20_longmem_data, 21_eviction and 22_read_restore
-(:func:`params`, through :mod:`memlife.config`), so the command and ``make`` run the same
+(:func:`params`, through :mod:`memlife.base.config`), so the command and ``make`` run the same
 experiment. Two parameters of 22_read_restore are optional, default off:
 ``ablation_arms`` (the restore-tightness arms, :func:`memlife.restore.arms.build_reads`) and
 ``judge_audit_items`` (how many graded items the ``judge_audit`` role re-grades).
@@ -24,12 +24,14 @@ from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from memlife import config, evict, llm, longmem, tokens, units
-from memlife.evict import Eviction
-from memlife.longmem import Question
+from memlife import longmem
 from memlife import subjects as ref
-from memlife.restore import arms, prompts, subjects
-from memlife.units import Unit
+from memlife.base import config
+from memlife.longmem import Question
+from memlife.models import endpoints, llm, tokens
+from memlife.restore import arms, dataset, evict, prompts, subjects, units
+from memlife.restore.evict import Eviction
+from memlife.restore.units import Unit
 
 NOTEBOOKS = ("20_longmem_data", "21_eviction", "22_read_restore")
 
@@ -99,7 +101,7 @@ def params(profile: str, root: Path | None = None) -> Params:
 def load_questions(p: Params) -> list[Question]:
     """Notebook 20's questions, built in memory (the reconstruction is seeded and deterministic, the
     real file hash-checked) rather than read from the profile's data directory."""
-    return [longmem.to_question(r) for r in longmem.build_records(
+    return [longmem.to_question(r) for r in dataset.build_records(
         p.source, n_questions=p.n_questions, history_tokens=p.history_tokens, seed=p.seed)]
 
 
@@ -118,9 +120,9 @@ def _plan_question_job(job: tuple) -> list[arms.Read]:
 def plan_grid(questions: Sequence[Question], evictions: Sequence[Eviction], *, k: int, restore_cap: int,
               ablation_arms: bool = False, workers: int | None = 1) -> tuple[list[arms.Read], arms.ReadPlan]:
     """Every read of the grid (notebook 22's first code cell) and its deduplicated plan. ``workers``
-    processes share the questions (None: every core; :mod:`memlife.parallel`), each sent its own
+    processes share the questions (None: every core; :mod:`memlife.base.parallel`), each sent its own
     question and evictions; the reads are the same, in the same order, for any number."""
-    from memlife import parallel
+    from memlife.base import parallel
 
     by_q: dict[str, list[Eviction]] = {}
     for e in evictions:
@@ -137,17 +139,17 @@ def reread_run(profile: str, subject: str, *, seed: int = 0, ablation_arms: bool
     injection cap (notebook 22's), so the subject's records line up with the run's reader's, cell
     for cell. None when notebooks 20 and 21 have not written their outputs. The teaching exercises
     of notebooks 23 and 24 use it to show what each bin measures on a reader whose answers are known."""
-    from memlife import paths
+    from memlife.base import paths
 
     if subject not in ref.SUBJECTS:
         raise ValueError(f"reread_run reads with a reference subject {ref.SUBJECTS}, not {subject!r}: "
                          "a model reader is notebook 22's own run")
     p22 = config.notebook_params(profile, "22_read_restore")
-    source = longmem.resolve_source(p22["source"])
+    source = dataset.resolve_source(p22["source"])
     evictions_path = paths.layout(profile).run / "restore" / "evictions.parquet"
-    if not (longmem.dataset_path(profile, source).is_file() and evictions_path.is_file()):
+    if not (dataset.dataset_path(profile, source).is_file() and evictions_path.is_file()):
         return None
-    questions = longmem.load_dataset(profile, source)
+    questions = dataset.load_dataset(profile, source)
     histories = {q.question_id: units.units_of(q) for q in questions}
     reads, plan = plan_grid(questions, evict.from_frame(pd.read_parquet(evictions_path)), k=int(p22["k"]),
                             restore_cap=int(p22["restore_cap"]), ablation_arms=ablation_arms)
@@ -203,8 +205,8 @@ def embedded_prompt_tokens(plan: arms.ReadPlan, reader, reader_max_tokens: int) 
     """The largest prompt of the plan in the embedded model's own tokens, checked against its window
     with room for the answer (``ContextTooLong`` otherwise, naming the parameters that size a read).
     None for any other reader: an endpoint's client refuses an over-long request itself, before
-    sending it (:class:`memlife.llm.ContextWindowExceeded`), and a reference subject has no window."""
-    from memlife import serve
+    sending it (:class:`memlife.models.endpoints.ContextWindowExceeded`), and a reference subject has no window."""
+    from memlife.models import serve
 
     if not getattr(reader, "is_embedded", False):
         return None
@@ -231,12 +233,12 @@ def read_and_judge(reads: Sequence[arms.Read], plan: arms.ReadPlan, questions: S
                    reader_max_tokens: int, judge_audit_items: int = 0, seed: int = 0) -> Reading:
     """Notebook 22's reading cell: read every distinct prompt, grade with the deterministic
     scorer and, when a capable judge endpoint is configured, the paper's LLM judge; then the
-    judge audit when ``judge_audit_items`` > 0 and :func:`memlife.llm.judge_audit_unavailable`
+    judge audit when ``judge_audit_items`` > 0 and :func:`memlife.models.endpoints.judge_audit_unavailable`
     has no objection (the embedded model never judges). Records in the restore record contract (docs/design.md)."""
     by_id = {q.question_id: q for q in questions}
     answers = arms.read_all(plan, reader, max_tokens=reader_max_tokens)
     judge_replies = judge_model = None
-    if llm.judge_available():
+    if endpoints.judge_available():
         judge = llm.get_client("judge")
         judge_model = judge.model
         judge_replies = arms.judge_all([(by_id[r.question_id].question, by_id[r.question_id].answer,
@@ -244,7 +246,7 @@ def read_and_judge(reads: Sequence[arms.Read], plan: arms.ReadPlan, questions: S
     records = arms.records(reads, answers, by_id, reader.model, judge_replies, judge_model, llm.parse_label)
     if judge_audit_items <= 0:
         note = "judge audit off (judge_audit_items = 0)"
-    elif (why := llm.judge_audit_unavailable()) is not None:
+    elif (why := endpoints.judge_audit_unavailable()) is not None:
         note = f"judge audit skipped: {why}"
     else:
         audit = llm.get_client("judge_audit")
@@ -272,7 +274,7 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     ``out/importance.parquet``; nothing else is written but the llm cache and usage log."""
     reader_factory(reader_name)  # before any work: a typo costs nothing
     p = params(profile)
-    llm.configure(profile, track="restore")
+    endpoints.configure(profile, track="restore")
     out = Path(out)
     questions = load_questions(p)
     histories = {q.question_id: units.units_of(q) for q in questions}

@@ -28,10 +28,9 @@ from typing import Mapping
 import pandas as pd
 
 from memlife.longmem import Question
-
-from . import answer_judge
-from .analyses import MIN_CLUSTERS
-from .decompose import DETERMINISTIC_JUDGE, OBSERVATION_KEY
+from memlife.restore import answer_judge
+from memlife.restore.analyses import MIN_CLUSTERS
+from memlife.restore.decompose import DETERMINISTIC_JUDGE, OBSERVATION_KEY
 
 CAUSES = ("judge_strictness", "gold_insufficient", "cross_session_aggregation", "arithmetic", "other")
 MULTI_SESSION = "multi-session"

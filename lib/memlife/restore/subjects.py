@@ -29,11 +29,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from memlife import retrieve, tokens
 from memlife import subjects as ref
 from memlife.longmem import Question
-from memlife.restore import prompts
-from memlife.units import Unit
+from memlife.models import tokens
+from memlife.restore import prompts, read_context
+from memlife.restore.units import Unit
 
 ABSTENTION = "I don't know"
 # The noisy oracle's planted wrong answer (outcome CONFUSE). A refusal: no fixed statement can
@@ -104,7 +104,7 @@ class SubjectReader:
                 raise ValueError(f"questions {self._by_text[q.question_date, q.question].question_id} and "
                                  f"{q.question_id} share their date and text: a prompt could not name one")
             self._by_text[q.question_date, q.question] = q
-        self._gold_lines = {q.question_id: [retrieve.render([u]) for u in histories[q.question_id] if u.is_gold]
+        self._gold_lines = {q.question_id: [read_context.render([u]) for u in histories[q.question_id] if u.is_gold]
                             for q in questions}
         self.answers: dict[str, Answer] = {}
 
@@ -156,7 +156,7 @@ class SubjectReader:
 def profile_noise(profile: str) -> ref.Noise:
     """The planted rates of the profile's 25_restore_controls section (`memlife.subjects.Noise()`'s
     defaults where the profile has no such section)."""
-    from memlife import config
+    from memlife.base import config
 
     try:
         p = config.notebook_params(profile, "25_restore_controls")

@@ -25,7 +25,7 @@ DEFAULT_ENCODING = "o200k_base"
 
 
 def tiktoken_cache_dir() -> Path:
-    from . import paths
+    from memlife.base import paths
 
     return Path(os.environ.get("TIKTOKEN_CACHE_DIR") or paths.cache_dir() / "tiktoken")
 
@@ -126,7 +126,7 @@ def _embedded_tokenizer():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    from . import serve
+    from memlife.models import serve
 
     g = serve.model_path()
     return AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)

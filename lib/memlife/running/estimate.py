@@ -1,14 +1,14 @@
 """What a run would send and cost, before it sends anything: `make estimate PROFILE=P`.
 
-    python -m memlife.estimate --profile paper                      # every notebook that calls a model
-    python -m memlife.estimate --profile paper --notebook 22_read_restore
+    python -m memlife.running.estimate --profile paper                      # every notebook that calls a model
+    python -m memlife.running.estimate --profile paper --notebook 22_read_restore
 
 The notebooks run as they would, in a scratch copy of the project's results
 (.cache/estimate/<profile>/), with the llm mode "estimate": a request found in the recording or
 the cache is answered from it and costs nothing; any other is not sent — it is counted with its
 prompt (o200k tokens) and its whole completion budget (reasoning allowance included, the worst
 case the spending ledger reserves), priced for the configured model, and answered with a stand-in
-reply (`memlife.standin`) so that the notebook takes the paths a run takes; asked again later in
+reply (`memlife.models.standin`) so that the notebook takes the paths a run takes; asked again later in
 the estimate, it counts as cached, as a run's cache would answer it. Nothing enters the cache,
 and the project's own results are not touched.
 
@@ -33,7 +33,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import config, paths
+from memlife.base import config, paths
 
 # The notebooks that call a model (config.NOTEBOOK_ROLES) and those whose outputs they read (20
 # makes the data 21 reads), in an order that respects the DAG: an upstream notebook's number is
@@ -74,7 +74,7 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
         dest: Path | None = None) -> dict:
     """Run `notebooks` (default: every one that calls a model) in estimate mode; the estimate, as
     written to `dest` (default results/<profile>/usage/estimate-<profile>.json)."""
-    from . import runner
+    from memlife.running import runner
 
     root = Path(root) if root else paths.repo_root()
     chosen = list(notebooks or CALLING)
@@ -84,10 +84,10 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
     scratch = prepare(profile, root)
     cache = os.environ.get("MEMLIFE_CACHE_DIR") or str(paths.layout(profile, root).cache)
     rows, failed = [], {}
-    from . import llm
+    from memlife.models import accounting, reply_cache
 
     with runner.environ(MEMLIFE_ROOT=str(scratch), MEMLIFE_CACHE_DIR=cache, MEMLIFE_LLM_MODE="estimate",
-                        **{llm.ESTIMATE_SEEN_ENV: str(scratch / "estimated")}):
+                        **{reply_cache.ESTIMATE_SEEN_ENV: str(scratch / "estimated")}):
         for name in chosen:
             try:
                 rows.append(runner.run_notebook(name, profile, root=scratch, quiet=quiet))
@@ -95,7 +95,7 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
                 failed[name] = f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
                 usage = paths.layout(profile, scratch).usage / f"{name}.calls.jsonl"
                 if usage.exists():
-                    rows.append({"notebook": name, "profile": profile, **llm.summarize_calls(usage), "failed": True})
+                    rows.append({"notebook": name, "profile": profile, **accounting.summarize_calls(usage), "failed": True})
     out = {"profile": profile, "notebooks": rows, "failed": failed, "scratch": str(scratch)}
     if "12_memops_eval" in chosen:
         try:
@@ -120,9 +120,9 @@ def temp_lora_cost(profile: str, roots: list[Path], *, root: Path | None = None,
     their tokens (the embedded model's), gradient steps (chunks x epochs) and estimated hours, and
     whether the profile runs it there (`temp_lora_settings`). None when notebook 12 does not run
     Temp-LoRA. The dataset is read from the first of `roots` that has it."""
-    from . import tokens
-    from .memops import evaluate, systems
-    from .memops.schema import load_instances
+    from memlife.memops import evaluate, reading, temp_lora
+    from memlife.memops.schema import load_instances
+    from memlife.models import tokens
 
     params = config.notebook_params(profile, "12_memops_eval", root)
     if "temp_lora" not in params.get("systems", []):
@@ -133,22 +133,22 @@ def temp_lora_cost(profile: str, roots: list[Path], *, root: Path | None = None,
     if data is None:
         raise FileNotFoundError(f"no MemOps dataset for profile {profile} (looked for {', '.join(map(str, found))})")
     chosen = evaluate.select_instances(load_instances(data), params.get("max_instances"))
-    cfg = systems.TempLoRAConfig(epochs=params["temp_lora_epochs"])
+    cfg = temp_lora.TempLoRAConfig(epochs=params["temp_lora_epochs"])
     longest = cfg.chunk_tokens + cfg.context_tokens
     if step_seconds is None:
         given = os.environ.get(STEP_SECONDS_ENV)
-        step_seconds = float(given) if given else systems.measure_temp_lora_step(cfg)
+        step_seconds = float(given) if given else temp_lora.measure_temp_lora_step(cfg)
     settings = []
     for setting in params.get("settings", []):
-        lengths = [len(tokens.embedded_ids(systems.TempLoRASystem.history_text(systems.history_for(i, setting))))
+        lengths = [len(tokens.embedded_ids(temp_lora.TempLoRASystem.history_text(reading.history_for(i, setting))))
                    for i in chosen]
-        steps = [systems.temp_lora_schedule(n, cfg) for n in lengths]
+        steps = [temp_lora.temp_lora_schedule(n, cfg) for n in lengths]
         step_tokens = sum(s.tokens for sched in steps for s in sched)
         settings.append({"setting": setting, "runs": setting in params.get("temp_lora_settings", []),
                          "histories": len(lengths), "tokens": sum(lengths), "max_tokens": max(lengths, default=0),
                          "steps": sum(len(s) for s in steps),
                          "hours": step_tokens / longest * step_seconds / 3600})
-    return {"base_model": systems.TempLoRASystem.base_model(), "chunk_tokens": cfg.chunk_tokens,
+    return {"base_model": temp_lora.TempLoRASystem.base_model(), "chunk_tokens": cfg.chunk_tokens,
             "context_tokens": cfg.context_tokens, "epochs": cfg.epochs, "lr": cfg.lr, "rank": cfg.rank,
             "step_tokens": longest, "step_seconds": step_seconds, "settings": settings}
 
@@ -197,7 +197,7 @@ def render(est: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m memlife.estimate", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m memlife.running.estimate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
     ap.add_argument("--notebook", action="append", help="only this notebook (repeatable); default: all that call a model")

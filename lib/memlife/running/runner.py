@@ -1,13 +1,13 @@
 """Execute one notebook for one profile: papermill with the profile's parameters, then usage.
 
-    python -m memlife.runner 20_longmem_data --profile quick
-    python -m memlife.runner summary --profile quick     # what `make reproduce` prints at the end
-    python -m memlife.runner fingerprint --profile quick # what each notebook's numbers rest on
+    python -m memlife.running.runner 20_longmem_data --profile quick
+    python -m memlife.running.runner summary --profile quick     # what `make reproduce` prints at the end
+    python -m memlife.running.runner fingerprint --profile quick # what each notebook's numbers rest on
 
 writes results/quick/notebooks/20_longmem_data.ipynb (the executed copy) and
 results/quick/usage/20_longmem_data.json (calls, cached_calls, recorded_calls, live_calls, tokens,
 usd_estimate, wall time, the tables and figures it wrote, its notices): calls = cached + live, and
-recorded counts the cached ones answered from the profile's recording of replies (memlife.replies).
+recorded counts the cached ones answered from the profile's recording of replies (memlife.models.replies).
 
 The executed copy appears only when every cell ran: papermill writes its output as it goes, so it
 writes to a temporary name first. A failed run leaves results/<profile>/notebooks/NAME.FAILED.ipynb (with the
@@ -25,7 +25,7 @@ again when its fingerprint is newer than its executed copy, so pointing a role a
 reruns exactly the notebooks that call it (and, through the DAG, those that read them).
 
 From the command line the terminal shows one live line per notebook (its progress, model calls,
-an ETA; `memlife.progress`) and whatever the project itself has to say; everything else the kernel,
+an ETA; `memlife.base.progress`) and whatever the project itself has to say; everything else the kernel,
 its libraries and its subprocesses print or log goes to results/<profile>/logs/NAME.log.
 ``MEMLIFE_VERBOSE=1`` (`make reproduce V=1`) shows it all in the terminal instead.
 """
@@ -42,38 +42,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import config, llm, paths, progress, replies, spending
-
-
-def check_paper_profile(profile: str, notebook: str | None = None) -> None:
-    """The paper profile spends real money: it needs a configured endpoint, a spending cap and a
-    price for every model — unless the run is replayed from recorded replies
-    (MEMLIFE_LLM_MODE=replay), which sends nothing and fails on the first request the recording
-    lacks. `notebook` names the track whose models apply."""
-    if profile != "paper" or llm.mode() in ("replay", "estimate"):
-        return
-    llm.configure(profile, track=config.track_of(notebook))
-    embedded = [r for r in ("reader", "judge") if not llm.role_configured(r)]
-    if embedded:
-        raise SystemExit(f"profile 'paper' needs an API endpoint for {embedded}: set MEMLIFE_BASE_URL/"
-                         f"OPENAI_API_KEY or configs/paper.yaml models (README, 'Backends')")
-    if llm.spend_cap_usd() is None:
-        raise SystemExit("profile 'paper' needs a spending cap: set MEMLIFE_SPEND_CAP_USD (US dollars); the run "
-                         "stops before passing it, across all its notebooks")
-    unpriced = [llm.unpriced_message(r, ep.model) for r in llm.ROLES
-                if not (ep := llm.endpoint_for(r)).is_embedded and llm.get_client(r).price_usd(1, 1) is None]
-    if unpriced:
-        raise SystemExit("; ".join(unpriced))
-    unknown = []
-    for r in llm.ROLES:
-        if llm.role_configured(r):
-            try:
-                llm.get_client(r).context_window()  # listed, configured, or asked of the server
-            except llm.LLMError as exc:
-                unknown.append(str(exc))
-    if unknown:  # before the first paid call, not after hours of them
-        raise SystemExit("; ".join(unknown))
-
+from memlife.base import config, paths, progress
+from memlife.models import accounting, endpoints, llm, replies, spending
 
 # --------------------------------------------------------------------------- fingerprints
 
@@ -93,7 +63,7 @@ def _public_url(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}" + (f"?{urlencode(query)}" if query else "")
 
 
-def endpoint_fingerprint(ep: llm.Endpoint) -> dict:
+def endpoint_fingerprint(ep: endpoints.Endpoint) -> dict:
     """What of an endpoint changes its replies: where it is, the model, structured output and how
     sampling and the token budget are sent. Not the key, timeouts, retries, concurrency, prices or
     rate limits, which change when and at what cost a reply comes, not what it says."""
@@ -122,8 +92,8 @@ def fingerprint(profile: str, notebook: str, root: Path | None = None) -> dict:
     out: dict = {"parameters": config.notebook_params(profile, notebook, root)}
     roles = config.roles_called(notebook)
     if roles:
-        llm.configure(profile, track=config.track_of(notebook))
-        out["models"] = {r: endpoint_fingerprint(llm.endpoint_for(r)) for r in roles}
+        endpoints.configure(profile, track=config.track_of(notebook))
+        out["models"] = {r: endpoint_fingerprint(endpoints.endpoint_for(r)) for r in roles}
         recording = replies.active_path()
         out["recording_sha256"] = None if recording is None else (_sha256(recording) or f"missing: {recording}")
     return out
@@ -158,7 +128,7 @@ def write_fingerprints(profile: str, notebooks: list[str] | None = None,
     for nb in names:
         fp = fingerprint(profile, nb, root)
         text = (f"# What {nb}'s numbers rest on at profile {profile}, besides the code "
-                f"(python -m memlife.runner fingerprint); make runs it again when this changes.\n"
+                f"(python -m memlife.running.runner fingerprint); make runs it again when this changes.\n"
                 + json.dumps(fp, indent=1, sort_keys=True) + "\n")
         path = fingerprint_path(profile, nb, root)
         old = path.read_text() if path.is_file() else None
@@ -263,7 +233,7 @@ def run_notebook(name: str, profile: str, *, root: Path | None = None, kernel: s
     """Execute notebook `name` under `profile`; returns its usage summary (also written to
     results/<profile>/usage/NAME.json). `quiet`: the terminal gets one live progress line, and everything the
     kernel prints or logs goes to its log file (the command line's default)."""
-    check_paper_profile(profile, name)
+    llm.check_paper_profile(profile, name)
 
     root = Path(root) if root else paths.repo_root()
     lay = paths.layout(profile, root)
@@ -320,7 +290,7 @@ def _run_locked(name: str, profile: str, root: Path, lay: paths.Layout, src: Pat
         failed.unlink(missing_ok=True)
     finally:
         progress_path.unlink(missing_ok=True)
-    summary = {"notebook": name, "profile": profile, **llm.summarize_calls(calls_log),
+    summary = {"notebook": name, "profile": profile, **accounting.summarize_calls(calls_log),
                "wall_s": round(time.perf_counter() - t0, 1),
                "outputs": progress.read_outputs(outputs_path, root),
                "notices": progress.read_notices(notices_path),
@@ -344,7 +314,7 @@ def _run_command(args) -> int:
     try:
         # Run by hand rather than by make: the fingerprint still says what this run rests on.
         write_fingerprints(args.profile, [args.notebook])
-    except (ValueError, KeyError, llm.LLMError) as exc:
+    except (ValueError, KeyError, endpoints.LLMError) as exc:
         print(f"{args.notebook} [{args.profile}]: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     fp = fingerprint_path(args.profile, args.notebook)
@@ -384,7 +354,7 @@ def _run_command(args) -> int:
           f"${s['usd_estimate']:.4f}")
     for message in s["notices"]:
         print(f"  notice: {message}" + (f" (log: {s['log']})" if s.get("log") else ""))
-    llm.configure(args.profile)
+    endpoints.configure(args.profile)
     recording = replies.active_path()
     if recording is not None and s["live_calls"]:
         print(f"  {s['live_calls']} requests were not in the recorded replies ({recording}) and were "
@@ -454,8 +424,8 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
         for message in s["notices"]:
             lines.append(f"notice from {s['notebook']}: {message}" + (f" (log: {s['log']})" if s.get("log") else ""))
     run = os.environ.get(spending.RUN_ENV)
-    if run and spending.ledger_path().exists() and llm.spend_cap_usd() is not None:
-        lines.append(f"spent ${spending.spent(run):.4f} of the ${llm.spend_cap_usd():.2f} cap in this run "
+    if run and spending.ledger_path().exists() and endpoints.spend_cap_usd() is not None:
+        lines.append(f"spent ${spending.spent(run):.4f} of the ${endpoints.spend_cap_usd():.2f} cap in this run "
                      f"({spending.RUN_ENV}={run}; ledger {spending.ledger_path()})")
     logs = sorted({str(Path(s["log"]).parent) for s in rows if s.get("log")})
     if logs:
@@ -466,32 +436,32 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["fingerprint"]:
-        ap = argparse.ArgumentParser(prog="python -m memlife.runner fingerprint",
+        ap = argparse.ArgumentParser(prog="python -m memlife.running.runner fingerprint",
                                      description="Write results/<profile>/fingerprints/NAME.txt where it changed.")
         ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
         ap.add_argument("--notebook", action="append", help="only this notebook (repeatable); default: all")
         args = ap.parse_args(argv[1:])
         try:
             changed = write_fingerprints(args.profile, args.notebook)
-        except (ValueError, KeyError, llm.LLMError) as exc:  # a profile or endpoint setting to fix first
+        except (ValueError, KeyError, endpoints.LLMError) as exc:  # a profile or endpoint setting to fix first
             print(f"[{args.profile}] {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
             return 2
         for nb, keys in changed.items():
             print(f"== [{args.profile}] {nb} rests on changed settings: {', '.join(keys) or 'its fingerprint'}")
         return 0
     if argv[:1] == ["summary"]:
-        ap = argparse.ArgumentParser(prog="python -m memlife.runner summary")
+        ap = argparse.ArgumentParser(prog="python -m memlife.running.runner summary")
         ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
         ap.add_argument("--since", type=float, help="only notebooks run after this Unix time")
         args = ap.parse_args(argv[1:])
         try:
-            llm.configure(args.profile)  # the cap the run held
-        except (ValueError, llm.LLMError) as exc:
+            endpoints.configure(args.profile)  # the cap the run held
+        except (ValueError, endpoints.LLMError) as exc:
             print(f"summary: {exc}", file=sys.stderr)
             return 2
         print(summary(args.profile, since=args.since))
         return 0
-    ap = argparse.ArgumentParser(prog="python -m memlife.runner", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m memlife.running.runner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("notebook", help="notebook stem, e.g. 00_backend")
     ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")

@@ -3,11 +3,11 @@
 A profile may extend another (`extends: quick`) and hold only what differs: sections merge
 into the parent's key by key, and any other value (a list included) replaces the parent's.
 Chains are followed; a cycle is refused. Every reader of a profile (the runner, the estimate,
-`llm.configure`, the Makefile through `python -m memlife.config get`) sees the resolved one:
+`endpoints.configure`, the Makefile through `python -m memlife.base.config get`) sees the resolved one:
 
-    python -m memlife.config show myexp                     # the profile after inheritance
-    python -m memlife.config get myexp recorded_replies     # one value ('' for null)
-    python -m memlife.config get myexp notebooks.21_eviction.seeds
+    python -m memlife.base.config show myexp                     # the profile after inheritance
+    python -m memlife.base.config get myexp recorded_replies     # one value ('' for null)
+    python -m memlife.base.config get myexp notebooks.21_eviction.seeds
 """
 from __future__ import annotations
 
@@ -22,11 +22,20 @@ from typing import Any
 
 import yaml
 
-from . import paths
+from memlife.base import paths
 
 # What a profile may hold at its top level; anything else is a typo that would be dropped
 # silently (a misspelled spend_cap_usd is a run without a cap).
 PROFILE_FIELDS = ("extends", "common", "notebooks", "models", "tracks", "spend_cap_usd", "recorded_replies")
+
+# The roles a profile's models: section may name, and the fields each may set: those of
+# memlife.models.endpoints.Endpoint less the role (the section's name) and the key's variable (the
+# key comes from the environment only). Written here, below model access, so that checking a
+# profile needs no model client; a test holds ENDPOINT_FIELDS to Endpoint's fields.
+ROLES = ("reader", "judge", "generator", "scorer", "verifier", "judge_audit")
+ENDPOINT_FIELDS = ("model", "base_url", "structured_output", "timeout_s", "max_retries", "concurrency",
+                   "context_window", "token_param", "send_temperature", "send_seed", "reasoning_tokens",
+                   "extra_body", "price_per_mtok", "requests_per_minute", "tokens_per_minute")
 
 # Parameters with one home: the notebook on the left reads the value the home notebook's section
 # (or common) gives, and its own section may not set it. 21_eviction's budgets are fractions of the
@@ -132,21 +141,19 @@ def parameter_names(nb_path: Path) -> frozenset[str]:
 
 
 def _models_problems(models, where: str) -> list[str]:
-    from . import llm
-
     if models is None:
         return []
     if not isinstance(models, dict):
         return [f"{where} must be a mapping of roles"]
     out = []
     for role, fields in models.items():
-        if role not in llm.ROLES:
-            out.append(f"{where}.{role} is not a role{did_you_mean(role, llm.ROLES)}")
+        if role not in ROLES:
+            out.append(f"{where}.{role} is not a role{did_you_mean(role, ROLES)}")
         elif fields is not None and not isinstance(fields, dict):
             out.append(f"{where}.{role} must be a mapping of endpoint fields")
         else:
-            out += [f"{where}.{role}.{f} is not an endpoint field{did_you_mean(f, llm.ENDPOINT_FIELDS)}"
-                    for f in (fields or {}) if f not in llm.ENDPOINT_FIELDS]
+            out += [f"{where}.{role}.{f} is not an endpoint field{did_you_mean(f, ENDPOINT_FIELDS)}"
+                    for f in (fields or {}) if f not in ENDPOINT_FIELDS]
     return out
 
 
@@ -242,10 +249,10 @@ def track_of(notebook: str | None) -> str | None:
     return TRACKS.get(notebook[0])
 
 
-# The roles whose model each notebook's numbers rest on (llm.ROLES); a notebook not listed calls no
+# The roles whose model each notebook's numbers rest on (ROLES); a notebook not listed calls no
 # model. 00_backend calls the reader and reports every role's endpoint; 10 generates with the
 # generator and checks with the verifier when they are configured (memops.build); 12 reads with the
-# reader (Mem0's and MemOS's own calls go through it: memlife.proxy) and judges with the judge;
+# reader (Mem0's and MemOS's own calls go through it: memlife.models.proxy) and judges with the judge;
 # 21 scores with the scorer; 22 reads, judges, and audits a sample with judge_audit.
 # The runner's fingerprints (what makes make rerun a notebook) and the estimate read this table.
 NOTEBOOK_ROLES = {
@@ -297,7 +304,7 @@ def _get(cfg: dict, dotted: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m memlife.config", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m memlife.base.config", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     get = sub.add_parser("get", help="one value of the resolved profile: '' for null, JSON for a list or mapping")
@@ -313,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         value = _get(cfg, args.key)
     except (ValueError, KeyError) as exc:
-        print(f"memlife.config: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        print(f"memlife.base.config: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     print("" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else value)
     return 0

@@ -21,7 +21,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from . import paths
+from memlife.base import paths
 
 RUN_ENV = "MEMLIFE_SPEND_RUN"
 

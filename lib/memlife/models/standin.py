@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 
+
 def instance_of(schema: dict, defs: dict | None = None, text: str = "unknown"):
     """A small value valid under `schema` (the strict subset): the reply a schema-bound model
     gives; its strings are `text`."""

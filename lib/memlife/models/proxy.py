@@ -1,4 +1,4 @@
-"""A loopback OpenAI-compatible endpoint that routes every request through `memlife.llm`.
+"""A loopback OpenAI-compatible endpoint that routes every request through `memlife.models.llm`.
 
 Mem0 and MemOS make their own OpenAI-style HTTP calls. Pointing them at this proxy instead of
 at the model server puts each of their calls through `llm.get_client(role).complete(...)`, so
@@ -77,15 +77,15 @@ ERROR_TYPE = "memlife_proxy_error"
 
 def failure_kind(exc: BaseException) -> str:
     """What kind of failure `exc`, raised while forwarding a request, is: the code in its reply."""
-    from memlife import llm
+    from memlife.models import endpoints
 
-    if isinstance(exc, llm.SpendingCapExceeded):
+    if isinstance(exc, endpoints.SpendingCapExceeded):
         return "spending_cap"
-    if isinstance(exc, llm.CacheMiss):
+    if isinstance(exc, endpoints.CacheMiss):
         return "cache_miss"
-    if isinstance(exc, llm.LLMCallError):
+    if isinstance(exc, endpoints.LLMCallError):
         return "call_failed"
-    if isinstance(exc, llm.LLMError):
+    if isinstance(exc, endpoints.LLMError):
         return "llm_error"
     if isinstance(exc, ValueError):  # a request the proxy does not support, or a body not JSON
         return "bad_request"
@@ -269,7 +269,7 @@ class Proxy:
     def __init__(self, role: str = "reader", client=None):
         if client is None:
             def factory():
-                from memlife import llm
+                from memlife.models import llm
                 return llm.get_client(role)
         else:
             def factory():

@@ -32,10 +32,10 @@ def n_workers(workers: int | None) -> int:
 
 
 def _collect(results: Iterable[R], n: int, desc: str | None) -> list[R]:
-    """The results, in order; with `desc`, counted on a progress bar (memlife.progress)."""
+    """The results, in order; with `desc`, counted on a progress bar (memlife.base.progress)."""
     if desc is None:
         return list(results)
-    from . import progress
+    from memlife.base import progress
 
     with progress.bar(total=n, desc=desc) as bar:
         out = []

@@ -2,7 +2,7 @@
 
 A notebook runs in a Jupyter kernel, a process of its own whose output lands in the executed
 notebook; the terminal that runs `make` sees none of it. Three channels carry what matters there,
-each a file the runner (`memlife.runner`) names in the kernel's environment:
+each a file the runner (`memlife.running.runner`) names in the kernel's environment:
 
 - ``MEMLIFE_PROGRESS``: `bar` is tqdm (a widget in Jupyter), and while the runner watches, each
   bar also writes its state to this file (at most a few times a second); the runner draws one
@@ -10,7 +10,7 @@ each a file the runner (`memlife.runner`) names in the kernel's environment:
 - ``MEMLIFE_NOTICES``: `notice` records, one JSON line each, a warning that matters to the user
   (most replies malformed, a memory store left empty, a prompt cut short); the runner prints each
   once, with the log's path, and `make reproduce`'s closing summary lists them.
-- ``MEMLIFE_OUTPUTS``: `record_output` notes each table and figure `memlife.report` writes, so the
+- ``MEMLIFE_OUTPUTS``: `record_output` notes each table and figure `memlife.base.artifacts` writes, so the
   usage summary and the closing summary can say what a run produced and where.
 - ``MEMLIFE_LOG``: `memlife` installs, on import in a kernel the runner started, a handler that
   sends every log record and every Python warning to this file instead of the notebook's output.
@@ -123,7 +123,7 @@ def notice(message: str) -> None:
 
 
 def record_output(path: Path) -> None:
-    """Note a table or figure this run wrote (memlife.report calls it)."""
+    """Note a table or figure this run wrote (memlife.base.artifacts calls it)."""
     _append(OUTPUTS_ENV, {"path": str(Path(path).resolve())})
 
 

@@ -2,7 +2,7 @@
 
 A profile lists memory systems (notebook 12's ``systems``) and eviction policies (notebook 21's
 ``policies``) by name. A built-in name is looked up in its registry
-(:func:`memlife.memops.systems.registered_systems`, :func:`memlife.evict.registered_policies`);
+(:func:`memlife.memops.registry.registered_systems`, :func:`memlife.restore.evict.registered_policies`);
 a name with a colon, ``mymodule:MyMemory``, is imported: ``mymodule`` from the project root or
 anywhere on PYTHONPATH, then its attribute ``MyMemory``. Every failure names the profile key it
 came from and, where one is near, the name that was probably meant (:func:`config.did_you_mean`),
@@ -14,7 +14,7 @@ import importlib
 import sys
 from typing import Iterable
 
-from . import config, paths
+from memlife.base import config, paths
 
 
 def is_reference(name: str) -> bool:

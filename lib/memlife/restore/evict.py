@@ -45,7 +45,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from memlife.units import Unit
+from memlife.restore.units import Unit
 
 # The policy vocabulary, defined here once: records carry these names (``Eviction.policy``) and
 # the restore analyses, figures, controls and tests import them rather than spell them again,
@@ -380,7 +380,7 @@ def register_policy(spec: PolicySpec) -> PolicySpec:
     """Make ``spec`` known by its name (to :func:`evict`, :func:`evict_grid` and the analyses). A
     built-in name cannot be taken; registering a name again replaces the earlier spec (a module
     reloaded while its policy is being written)."""
-    from . import plugins
+    from memlife.base import plugins
 
     return plugins.register(_REGISTRY, spec, "policy")
 
@@ -397,7 +397,7 @@ def policy_spec(policy: "str | PolicySpec") -> PolicySpec:
     try:
         return _REGISTRY[policy]
     except KeyError:
-        from . import plugins
+        from memlife.base import plugins
 
         raise plugins.unknown("policy", policy, "evict.evict", _REGISTRY) from None
 
@@ -407,7 +407,7 @@ def resolve_policies(names: Sequence[str], where: str = "policies") -> list[Poli
     :class:`PolicySpec` or a plain function ``fn(units, budget, ctx)`` (then an evicting,
     unseeded, model-free policy named after the function), registered on the way. ``where``
     (the profile key) is named in every error, before any work is done."""
-    from . import plugins
+    from memlife.base import plugins
 
     return plugins.resolve(names, where, "policy", _REGISTRY, PolicySpec,
                            lambda fn, ref: PolicySpec(getattr(fn, "__name__", ref.rpartition(":")[2]), fn))
@@ -536,12 +536,12 @@ def evict_grid(histories: Mapping[str, Sequence[Unit]], policies: Sequence[str],
     """Every (question, policy, budget, seed) cell, questions in sorted order. Seed-independent
     policies run at the first seed only (the paper: "deterministic policies use seed 0"); random
     and control at each seed. ``workers`` processes share the questions (None: every core;
-    :mod:`memlife.parallel`): the control's λ is calibrated over the whole dataset first
+    :mod:`memlife.base.parallel`): the control's λ is calibrated over the whole dataset first
     (:func:`gold_random_probabilities`, :func:`mixings_of`), then each question's cells are
     computed on their own (:func:`evict_question`), so the result is the same for any number.
     ``policies`` are registered names or :class:`PolicySpec` s; the workers are sent the specs,
     so a policy from outside the library runs in them too (its function must be importable)."""
-    from memlife import parallel
+    from memlife.base import parallel
 
     budgets, seeds = list(budgets), list(seeds)
     policies = [policy_spec(p) for p in policies]

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memlife import tokens
 from memlife.longmem import Question, parse_date
+from memlife.models import tokens
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ matplotlib.use("Agg")  # headless: notebooks run under papermill and nbval
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import progress  # noqa: E402
+from memlife.base import progress  # noqa: E402
 
 # A fixed hash salt and no timestamps keep SVG/PDF/PNG bytes identical between runs.
 matplotlib.rcParams["svg.hashsalt"] = "memlife"
@@ -63,7 +63,7 @@ def save_figure(fig: plt.Figure, name: str, directory: Path, *, dpi: int = 150) 
 
 def _show_inline(png: Path) -> None:
     """In a notebook's kernel, show the saved PNG in the cell's output, so that the executed
-    notebooks (and their committed copies, `memlife.executed`) carry every figure; elsewhere, nothing."""
+    notebooks (and their committed copies, `memlife.running.executed`) carry every figure; elsewhere, nothing."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -74,66 +74,3 @@ def _show_inline(png: Path) -> None:
     from IPython.display import Image, display
 
     display(Image(data=png.read_bytes(), format="png"))
-
-
-# ----------------------------------------------------------------------------- the committed outputs
-
-_PUBLISHED_SUFFIXES = {".csv", ".md", ".png", ".pdf"}
-
-
-def publish(profile: str, root: Path | None = None) -> dict[str, list[str]]:
-    """Make `profile`'s tables and figures the committed ones (results/tables/, figures/): copied
-    from a run in which every notebook executed; a committed file that run no longer writes is
-    removed. Returns, per destination, the files that changed."""
-    import filecmp
-    import shutil
-
-    from . import paths
-
-    lay = paths.layout(profile, root)
-    missing = sorted(p.stem for p in (lay.root / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                     if not (lay.notebooks / p.name).is_file())
-    if missing:
-        raise SystemExit(f"publish: the {profile} run is incomplete, {missing} did not execute "
-                         f"(no {lay.notebooks.relative_to(lay.root)}/NAME.ipynb): run `make reproduce PROFILE={profile}`")
-    changed: dict[str, list[str]] = {}
-    for src, dst in zip((lay.tables, lay.figures), paths.published(lay.root)):
-        dst.mkdir(parents=True, exist_ok=True)
-        made = {p.name for p in src.iterdir() if p.suffix in _PUBLISHED_SUFFIXES} if src.is_dir() else set()
-        diff = []
-        for name in sorted(made):
-            if not (dst / name).is_file() or not filecmp.cmp(src / name, dst / name, shallow=False):
-                shutil.copyfile(src / name, dst / name)
-                diff.append(name)
-        for stale in sorted(p for p in dst.iterdir() if p.suffix in _PUBLISHED_SUFFIXES and p.name not in made):
-            stale.unlink()
-            diff.append(f"{stale.name} (removed)")
-        changed[str(dst.relative_to(lay.root))] = diff
-    return changed
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m memlife.report")
-    sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("publish", help="a profile's tables, figures and executed notebooks become the committed ones")
-    p.add_argument("--profile", default=None, help="default: the committed profile (quick)")
-    args = ap.parse_args(argv)
-    from . import paths
-
-    from . import executed
-
-    profile = args.profile or paths.COMMITTED_PROFILE
-    changed = publish(profile)
-    lay = paths.layout(profile)
-    changed["/".join(executed.FOLDER)] = executed.publish(lay.notebooks, lay.root)
-    for folder, files in changed.items():
-        print(f"== published {folder}/: " + (f"{len(files)} changed: {', '.join(files)}" if files else "unchanged"))
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -1,0 +1,10 @@
+"""Running the project: notebooks as a DAG of runs, estimates before a run, and publishing.
+
+- `runner`: runs one notebook for a profile under papermill (parameters, fingerprints, resume,
+  usage and cost per run), `python -m memlife.running.runner NB --profile P`.
+- `estimate`: what a run would send and cost, before any call (`make estimate`).
+- `publish`: a finished run's tables and figures made the committed ones (`make publish`).
+- `executed`: executed notebooks normalized and rendered to HTML for results/notebooks/.
+
+Imports: everything below it (base, models, the shared science, both tracks). Nothing imports it.
+"""
