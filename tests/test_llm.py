@@ -277,3 +277,10 @@ def test_complete_many_stops_sending_at_the_first_hard_failure(isolated_llm, fau
     out = c.complete_many([dict(messages=MSG(p), max_tokens=8) for p in prompts], progress=False)
     assert [o.text for o in out] == [f"echo: {p}" for p in prompts]
     assert sum(fault_server.received[p] for p in prompts) == len(prompts) - answered
+
+
+def test_configure_gives_fresh_clients_even_for_the_same_endpoint(isolated_llm):
+    first = llm.get_client("reader")
+    assert llm.get_client("reader") is first  # one client per role between configures
+    endpoints.configure(None, run="pytest", models={})
+    assert llm.get_client("reader") is not first
