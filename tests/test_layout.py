@@ -92,7 +92,6 @@ def test_the_profile_vocabulary_is_the_endpoint_dataclass():
 
     fields = [f.name for f in dataclasses.fields(endpoints.Endpoint) if f.name not in ("role", "api_key_env")]
     assert tuple(fields) == config.ENDPOINT_FIELDS
-    assert endpoints.ROLES == config.ROLES
 
 
 def test_the_papers_policy_names_are_the_eviction_policies():

@@ -12,7 +12,7 @@ probe already journalled under the current key is not asked again; a history who
 all journalled is not ingested again; a store without its INGESTED marker is rebuilt from
 scratch (see systems.IngestMarker). Changing such a parameter starts a fresh set of answers and
 stores instead of silently reusing the old ones, and records.parquet holds only the current
-key's answers to the current selection of probes. Every model call is cached by `memlife.models.llm`,
+key's answers to the current selection of probes. Every model call is cached by `memlife.models.reply_cache`,
 so a killed run that restarts repeats no call — at most the one that was in flight when it died.
 """
 from __future__ import annotations

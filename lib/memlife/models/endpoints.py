@@ -25,7 +25,6 @@ from typing import Any
 
 from memlife.base import config, paths
 
-ROLES = config.ROLES
 MODES = ("live", "replay", "refresh", "estimate")
 
 
@@ -226,8 +225,8 @@ def _env(role: str, name: str) -> str | None:
 
 
 def endpoint_for(role: str) -> Endpoint:
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; expected one of {ROLES}")
+    if role not in config.ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {config.ROLES}")
     prof = dict((_settings["models"] or {}).get(role) or {})
     base_url = _env(role, "BASE_URL") or prof.get("base_url")
     model = _env(role, "MODEL") or prof.get("model")

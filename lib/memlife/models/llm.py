@@ -520,12 +520,12 @@ def check_paper_profile(profile: str, notebook: str | None = None) -> None:
     if endpoints.spend_cap_usd() is None:
         raise SystemExit("profile 'paper' needs a spending cap: set MEMLIFE_SPEND_CAP_USD (US dollars); the run "
                          "stops before passing it, across all its notebooks")
-    unpriced = [accounting.unpriced_message(r, ep.model) for r in endpoints.ROLES
+    unpriced = [accounting.unpriced_message(r, ep.model) for r in config.ROLES
                 if not (ep := endpoints.endpoint_for(r)).is_embedded and get_client(r).price_usd(1, 1) is None]
     if unpriced:
         raise SystemExit("; ".join(unpriced))
     unknown = []
-    for r in endpoints.ROLES:
+    for r in config.ROLES:
         if endpoints.role_configured(r):
             try:
                 get_client(r).context_window()  # listed, configured, or asked of the server
