@@ -35,7 +35,8 @@ PROFILE_FIELDS = ("extends", "common", "notebooks", "models", "tracks", "spend_c
 ROLES = ("reader", "judge", "generator", "scorer", "verifier", "judge_audit")
 ENDPOINT_FIELDS = ("model", "base_url", "structured_output", "timeout_s", "max_retries", "concurrency",
                    "context_window", "token_param", "send_temperature", "send_seed", "reasoning_tokens",
-                   "extra_body", "price_per_mtok", "requests_per_minute", "tokens_per_minute")
+                   "extra_body", "price_per_mtok", "cached_price_per_mtok", "batch_price_factor",
+                   "prompt_cache_key", "requests_per_minute", "tokens_per_minute")
 
 # Parameters with one home: the notebook on the left reads the value the home notebook's section
 # (or common) gives, and its own section may not set it. 21_eviction's budgets are fractions of the

@@ -5,8 +5,11 @@
 - `llm`: the client (`get_client`): retries, rate limits, context windows, structured output and
   strict parsing of replies; the paper profile's pre-flight check.
 - `reply_cache`: the canonical request, its key, the on-disk cache and `memoized`, the one path
-  every reply takes (recording, cache, model, or a stand-in when estimating).
-- `accounting`: the reply (`Completion`), prices, the per-call log and usage summaries.
+  every reply takes (recording, cache, model, or a stand-in when estimating or collecting).
+- `accounting`: the reply (`Completion`), prices (list, cached input, batch), the per-call log
+  and usage summaries. `prompt_cache`: the provider's prompt cache, modelled for estimates.
+- `batch_api`: the Batch API: input files (custom_id the cache key, split at the limits), the
+  Files and Batches calls, output and error files read back; vLLM's `run_batch` files.
 - `replies`: reading a recording of replies (`MEMLIFE_REPLIES`) and where each was made;
   `replies_export`: writing one from a run, and its command line.
 - `spending`: the spending cap across processes. `api_rules`: what an endpoint accepts.

@@ -25,7 +25,7 @@ from typing import Any
 
 from memlife.base import config, paths
 
-MODES = ("live", "replay", "refresh", "estimate")
+MODES = ("live", "replay", "refresh", "estimate", "collect")
 
 
 class LLMError(RuntimeError):
@@ -140,6 +140,14 @@ class Endpoint:
     reasoning_tokens: int = 0  # added to every call's completion budget
     extra_body: str = ""  # a JSON object merged into every request body, e.g. {"reasoning_effort": "low"}
     price_per_mtok: tuple[float, float] | None = None  # USD (input, output); None: PRICES_PER_MTOK
+    # USD per million prompt tokens served from the provider's prompt cache; None: the list's
+    # (CACHED_INPUT_PER_MTOK), or the input price where neither knows it.
+    cached_price_per_mtok: float | None = None
+    batch_price_factor: float | None = None  # a Batch API call's price against a single one; None: 0.5
+    # Send OpenAI's prompt_cache_key (a hash of the request's stable head), so requests sharing a
+    # long prefix reach the same cache; on by default for api.openai.com, off elsewhere (an
+    # unknown field is an error on some servers).
+    prompt_cache_key: bool = False
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
 
@@ -323,10 +331,31 @@ def _capabilities(role: str, model: str, prof: dict) -> dict:
     where, price = _sourced(role, prof, "price_per_mtok")
     if price is not None:
         out["price_per_mtok"] = parse_price_pair(where, price)
+    where, cached = _sourced(role, prof, "cached_price_per_mtok")
+    if cached is not None:
+        out["cached_price_per_mtok"] = parse_usd(where, cached)
+    where, factor = _sourced(role, prof, "batch_price_factor")
+    if factor is not None:
+        out["batch_price_factor"] = parse_usd(where, factor)
+        if out["batch_price_factor"] > 1:
+            raise LLMError(f"{where}={factor!r}: a batch price factor is a share of the list price, at most 1")
+    key = _setting(role, prof, "prompt_cache_key")
+    out["prompt_cache_key"] = (_is_openai(base_url_of(role, prof)) if key in (None, "")
+                               else _flag(role, "prompt_cache_key", key))
     for name in ("requests_per_minute", "tokens_per_minute"):
         where, v = _sourced(role, prof, name)
         out[name] = None if v is None else parse_count(where, v, minimum=1, unit=name.split("_")[0])
     return out
+
+
+def base_url_of(role: str, prof: dict) -> str | None:
+    return _env(role, "BASE_URL") or prof.get("base_url")
+
+
+def _is_openai(base_url: str | None) -> bool:
+    from urllib.parse import urlparse
+
+    return bool(base_url) and (urlparse(base_url).hostname or "").endswith("api.openai.com")
 
 
 def role_configured(role: str) -> bool:

@@ -28,7 +28,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Iterable
 
 from memlife.base import config
-from memlife.models import accounting, endpoints, reply_cache
+from memlife.models import accounting, endpoints, prompt_cache, reply_cache
 
 # --------------------------------------------------------------------------- the client
 
@@ -144,12 +144,34 @@ class Client:
             return serve.model_fingerprint()
         return self.model
 
-    def price_usd(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """Cost of one uncached call: the endpoint's configured price, else the list price."""
-        if self.endpoint.price_per_mtok is not None:
-            pin, pout = self.endpoint.price_per_mtok
-            return (prompt_tokens * pin + completion_tokens * pout) / 1e6
-        return accounting.price_usd(self.model, prompt_tokens, completion_tokens)
+    def price(self) -> accounting.Price | None:
+        """USD per million tokens for this endpoint: its configured prices, else the list's; None
+        when the model has neither."""
+        ep, listed = self.endpoint, accounting.list_price(self.model)
+        if ep.price_per_mtok is not None:
+            pin, pout = ep.price_per_mtok
+            # A configured input price with no cached one: the list's discount where the model is
+            # listed at that same input price, else none (the cache's tokens at the whole price).
+            same = listed is not None and listed.input == pin
+            cached = ep.cached_price_per_mtok if ep.cached_price_per_mtok is not None else (
+                listed.cached_input if same else pin)
+            base = accounting.Price(pin, pout, cached)
+        elif listed is None:
+            return None
+        else:
+            base = listed if ep.cached_price_per_mtok is None else accounting.Price(
+                listed.input, listed.output, ep.cached_price_per_mtok)
+        if ep.batch_price_factor is not None:
+            base = accounting.Price(base.input, base.output, base.cached_input, ep.batch_price_factor)
+        return base
+
+    def price_usd(self, prompt_tokens: int, completion_tokens: int, *, cached_tokens: int = 0,
+                  batch: bool = False) -> float | None:
+        """Cost of one call (`cached_tokens` of its prompt from the provider's cache; `batch`: sent
+        through a Batch API): the endpoint's configured price, else the list price."""
+        p = self.price()
+        return None if p is None else p.usd(prompt_tokens, completion_tokens, cached_tokens=cached_tokens,
+                                             batch=batch)
 
     def context_window(self) -> int:
         """Tokens of prompt plus completion this endpoint takes: configured, listed for the model
@@ -248,7 +270,20 @@ class Client:
         last = (req["messages"][-1]["content"] if req["messages"] else "")[:80]
         return reply_cache.memoized(key, send, role=self.endpoint.role, model=self.model, price=self.price_usd,
                         describe=f"role {self.endpoint.role}, model {self.model}, last message {last!r}",
-                        request=req, budget=self.completion_budget(req["max_tokens"]))
+                        request=req, budget=self.completion_budget(req["max_tokens"]),
+                        batch_line=None if self.is_embedded else lambda: self.batch_line(req))
+
+    def batch_line(self, req: dict) -> dict:
+        """What a Batch API needs of the canonical request `req`: where it goes, its body, and its
+        worst case at the batch price (the whole completion budget, nothing from the prompt cache)."""
+        from memlife.models import tokens
+
+        price = self.price()
+        worst = None if price is None else price.usd(tokens.count_messages(req["messages"]),
+                                                     self.completion_budget(req["max_tokens"]), batch=True)
+        return {"base_url": self.endpoint.base_url, "api_key_env": self.endpoint.api_key_env,
+                "body": self.request_body(req), "worst_usd": worst,
+                "price": None if price is None else [price.input, price.output, price.cached_input, price.batch_factor]}
 
     def _send_within_cap(self, req: dict, key: str) -> accounting.Completion:
         """Check the window, reserve the call's worst case in the run's ledger, send, settle."""
@@ -292,7 +327,8 @@ class Client:
                 spending.settle(reservation, worst)
             raise
         if reservation is not None:
-            spending.settle(reservation, self.price_usd(c.prompt_tokens, c.completion_tokens) or 0.0)
+            spending.settle(reservation, self.price_usd(c.prompt_tokens, c.completion_tokens,
+                                                        cached_tokens=c.cached_tokens) or 0.0)
         if not self.is_embedded and prompt > 2000 and c.prompt_tokens and c.prompt_tokens < 0.5 * prompt:
             accounting._say_once(self.endpoint.role, "truncated",
                       f"role {self.endpoint.role} ({self.model}): the endpoint counted {c.prompt_tokens} prompt tokens "
@@ -313,9 +349,22 @@ class Client:
             kwargs["stop"] = req["stop"]
         if req["response_format"] is not None:
             kwargs["response_format"] = req["response_format"]
-        if req["extra"]:
-            kwargs["extra_body"] = req["extra"]
+        body = dict(req["extra"] or {})
+        if ep.prompt_cache_key and not self.is_embedded:
+            # Wire only: the reply does not depend on it, so the cache key leaves it out.
+            body.setdefault("prompt_cache_key", prompt_cache.cache_key(req["messages"]))
+        if body:
+            kwargs["extra_body"] = body
         return kwargs
+
+    def request_body(self, req: dict) -> dict:
+        """The JSON body this endpoint is sent for the canonical request `req` (a Batch API line's
+        body): the SDK's keyword arguments with extra_body merged in, as the SDK sends them."""
+        kwargs = self._kwargs(req)
+        return {**{k: v for k, v in kwargs.items() if k != "extra_body"}, **(kwargs.get("extra_body") or {})}
+
+    def completion_from(self, body: dict, key: str, *, latency_s: float = 0.0) -> accounting.Completion:
+        return completion_of(body, key, self.model, latency_s=latency_s)
 
     def _send(self, req: dict, key: str) -> accounting.Completion:
         import openai
@@ -336,16 +385,7 @@ class Client:
                                        f"endpoint {self.endpoint.base_url or 'embedded'} answered with {ctype}, not a "
                                        f"chat completion: {str(resp)[:120]!r}; is the base URL the API's (it "
                                        f"usually ends in /v1)?", status=raw.status_code)
-                choice = resp.choices[0]
-                refusal = getattr(choice.message, "refusal", None)
-                text = choice.message.content
-                if text is None and refusal is None and choice.finish_reason not in ("length", "content_filter"):
-                    raise ValueError("reply has neither content nor refusal")
-                u = resp.usage
-                return accounting.Completion(text=text or "", prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
-                                  completion_tokens=getattr(u, "completion_tokens", 0) or 0,
-                                  cached=False, latency_s=time.perf_counter() - t0, request_id=key,
-                                  model=self.model, finish_reason=choice.finish_reason, refusal=refusal)
+                return self.completion_from(resp.model_dump(), key, latency_s=time.perf_counter() - t0)
             except openai.APIStatusError as exc:
                 if exc.status_code not in _RETRYABLE_STATUS:
                     raise endpoints.LLMCallError(f"request {key[:16]} (role {self.endpoint.role}, model "
@@ -441,6 +481,27 @@ class Client:
         obj, err = parse_json(c.text, schema)
         c.error = err
         return obj, c
+
+
+def completion_of(body: dict, key: str, model: str, *, latency_s: float = 0.0,
+                  batch: bool = False) -> accounting.Completion:
+    """A chat.completion body (a live reply's, or a Batch API output line's) as a Completion;
+    ValueError when it is not one."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        raise ValueError(f"not a chat completion: {str(body)[:120]!r}")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    refusal, text = message.get("refusal"), message.get("content")
+    if text is None and refusal is None and choice.get("finish_reason") not in ("length", "content_filter"):
+        raise ValueError("reply has neither content nor refusal")
+    u = body.get("usage") or {}
+    details = u.get("prompt_tokens_details") or {}
+    return accounting.Completion(text=text or "", prompt_tokens=int(u.get("prompt_tokens") or 0),
+                                 completion_tokens=int(u.get("completion_tokens") or 0), cached=False,
+                                 latency_s=latency_s, request_id=key, model=model,
+                                 finish_reason=choice.get("finish_reason"), refusal=refusal,
+                                 cached_tokens=int(details.get("cached_tokens") or 0), batch=batch)
 
 
 _clients: dict[str, tuple[int, Client]] = {}  # role -> (endpoints.generation() it was made in, client)

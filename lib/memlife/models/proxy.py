@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from memlife.models import reply_cache
+
 # Request fields forwarded to Client.complete; anything else the libraries send (user, n=1,
 # logprobs=None...) is checked below so nothing that would change the answer is dropped silently.
 _FORWARDED = ("max_tokens", "temperature", "seed", "response_format", "stop")
@@ -245,7 +247,10 @@ class _ProxyServer(ThreadingHTTPServer):
         kwargs = {k: req[k] for k in _FORWARDED if req.get(k) is not None}
         if "max_tokens" not in kwargs and req.get("max_completion_tokens"):
             kwargs["max_tokens"] = req["max_completion_tokens"]
-        c = self.client().complete(messages, **kwargs)
+        # Mem0's and MemOS's calls are ingestion, each depending on the last: sent at once even
+        # while a Batch API wave collects every other request.
+        with reply_cache.synchronous():
+            c = self.client().complete(messages, **kwargs)
         return {
             "id": f"chatcmpl-{getattr(c, 'request_id', '') or 'memlife'}",
             "object": "chat.completion",

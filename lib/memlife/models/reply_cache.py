@@ -7,7 +7,16 @@ recording of replies first (``memlife.models.replies``: MEMLIFE_REPLIES, or the 
 the model. An entry that cannot be read is moved aside (``damaged_dir``), said, and asked again;
 replay mode stops, naming it. ``MEMLIFE_LLM_MODE=replay`` answers only from the recording and the
 cache and fails on a miss; ``refresh`` ignores both; ``estimate`` answers a miss with a stand-in
-reply (``memlife.models.standin``), sends and caches nothing, and logs what the call would cost.
+reply (``memlife.models.standin``), sends and caches nothing, and logs what the call would cost
+(the prompt tokens a provider's cache would serve modelled by ``memlife.models.prompt_cache``).
+
+``collect`` (the Batch API's waves, ``memlife.running.batch``) answers a miss as ``estimate`` does
+and writes the request, as the endpoint would be sent it, to the run's collection
+(``MEMLIFE_COLLECT_DIR``) for a batch to send. A stand-in reply carries a pending mark; a request
+whose prompt holds one was built on a reply not yet received (the judge after the reader) and is
+not collected: a later wave asks it with the real reply. Requests that cannot wait for a wave —
+memory ingestion, each call depending on the last (``synchronous()``) — are sent at once, and the
+embedded model's and a local model's generations, which cost nothing, are made as in a live run.
 """
 from __future__ import annotations
 
@@ -15,6 +24,7 @@ import hashlib
 import json
 import os
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -135,8 +145,8 @@ def cache_put(key: str, value: dict) -> None:
 
 
 def memoized(key: str, compute: Callable[[], accounting.Completion], *, role: str, model: str, describe: str,
-             price: Callable[[int, int], float | None] | None = None, request: dict | None = None,
-             budget: int | None = None) -> accounting.Completion:
+             price: accounting.PriceFn | None = None, request: dict | None = None,
+             budget: int | None = None, batch_line: Callable[[], dict] | None = None) -> accounting.Completion:
     """The reply recorded or cached under `key`, or `compute()`'s, cached; accounted under `role`.
 
     The one path of every model call — the endpoint clients' and a local model's own generations
@@ -144,7 +154,8 @@ def memoized(key: str, compute: Callable[[], accounting.Completion], *, role: st
     refresh ignores hits), and all are counted. The active recording comes before the cache: its
     replies are the ones a shared result rests on, whatever this machine's model would say. A
     failed call raises and caches nothing; a refusal or an empty reply is the model's answer and
-    is cached like any other (and said, once per role and process).
+    is cached like any other (and said, once per role and process). `batch_line`, given for a
+    request to a remote endpoint, makes the collection's line for it (collect mode).
     """
     from memlife.models import replies
 
@@ -157,7 +168,8 @@ def memoized(key: str, compute: Callable[[], accounting.Completion], *, role: st
             c = accounting.Completion(text=hit["text"], prompt_tokens=hit["prompt_tokens"],
                            completion_tokens=hit["completion_tokens"], cached=True, latency_s=0.0,
                            request_id=key, model=model, finish_reason=hit.get("finish_reason"),
-                           source=source, refusal=hit.get("refusal"))
+                           source=source, refusal=hit.get("refusal"), cached_tokens=hit.get("cached_tokens", 0),
+                           batch=bool(hit.get("batch")))
             accounting._account(role, c, price)
             return c
     if m == "replay":
@@ -167,23 +179,87 @@ def memoized(key: str, compute: Callable[[], accounting.Completion], *, role: st
         # two systems may ask the same) would come from the cache then: counted as cached here.
         seen = _estimates_seen()
         again = seen.get(key) if seen is not None else None
-        c = _estimated(key, model, request, budget)
+        c = _estimated(key, model, request, budget, remote=batch_line is not None)
         if again is not None:
             c.cached, c.source = True, "cache"
         elif seen is not None:
             seen.set(key, True)
         accounting._account(role, c, price)
         return c
+    if m == "collect" and (_pending(request) or (batch_line is not None and not _in_synchronous())):
+        c = _estimated(key, model, request, budget, remote=batch_line is not None, mark=key)
+        if _pending(request):
+            c.source = "deferred"  # built on a stand-in: asked in a later wave
+        else:
+            c.source = "pending"
+            _collect({"key": key, "role": role, "model": model, "prompt_tokens": c.prompt_tokens,
+                      "budget": c.completion_tokens, "notebook": endpoints.run_name(), **batch_line()})
+        accounting._account(role, c, price)
+        return c
+    # Live, or collecting a call that cannot wait (ingestion) or costs nothing (a local model's).
     c = compute()
+    store(key, c, model)
+    c.source = "live"
+    accounting._account(role, c, price)
+    return c
+
+
+def store(key: str, c: accounting.Completion, model: str) -> None:
+    """Put a reply received (live, or from a Batch API's output file) in the cache under `key`."""
+    from memlife.models import replies
+
     # Where the reply was made travels with it, into any recording exported from this cache.
     value = {"text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
              "finish_reason": c.finish_reason, "provenance": replies.provenance(model)}
     if c.refusal is not None:
         value["refusal"] = c.refusal
+    if c.cached_tokens:
+        value["cached_tokens"] = c.cached_tokens
+    if c.batch:
+        value["batch"] = True
     cache_put(key, value)
-    c.source = "live"
-    accounting._account(role, c, price)
-    return c
+
+
+# --------------------------------------------------------------------------- collect mode
+
+COLLECT_DIR_ENV = "MEMLIFE_COLLECT_DIR"
+PENDING_MARK = "[[memlife-pending-"  # in every stand-in reply a collecting run gives
+_sync = threading.local()
+
+
+@contextmanager
+def synchronous():
+    """Calls made inside are sent at once even while collecting: memory ingestion (Mem0, MemOS),
+    where each call depends on the reply to the last, cannot wait for a batch."""
+    depth = getattr(_sync, "depth", 0)
+    _sync.depth = depth + 1
+    try:
+        yield
+    finally:
+        _sync.depth = depth
+
+
+def _in_synchronous() -> bool:
+    return getattr(_sync, "depth", 0) > 0
+
+
+def _pending(request: dict | None) -> bool:
+    return any(PENDING_MARK in str(m.get("content")) for m in (request or {}).get("messages") or [])
+
+
+def _collect(line: dict) -> None:
+    where = os.environ.get(COLLECT_DIR_ENV)
+    if not where:
+        raise endpoints.LLMError(f"MEMLIFE_LLM_MODE=collect needs {COLLECT_DIR_ENV}, the folder the requests are "
+                                 "collected in (memlife.running.batch sets it)")
+    Path(where).mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    # One write() on an O_APPEND descriptor: lines from a notebook's threads never interleave.
+    fd = os.open(Path(where) / f"{os.getpid()}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 ESTIMATE_SEEN_ENV = "MEMLIFE_ESTIMATE_SEEN"
@@ -205,15 +281,20 @@ def _estimates_seen():
         return _seen_obj
 
 
-def _estimated(key: str, model: str, request: dict | None, budget: int | None) -> accounting.Completion:
-    """What `make estimate` counts for a call the run would send: its prompt (o200k tokens), its
-    whole completion budget (the worst case, as the spending ledger reserves it), and a stand-in
-    reply so that the notebook goes on as a run would."""
-    from memlife.models import standin, tokens
+def _estimated(key: str, model: str, request: dict | None, budget: int | None, *, remote: bool = False,
+               mark: str | None = None) -> accounting.Completion:
+    """What `make estimate` counts for a call the run would send: its prompt (o200k tokens), of
+    which a remote endpoint's prompt cache would serve what an earlier request of this process
+    shares with it (`memlife.models.prompt_cache`), its whole completion budget (the worst case, as
+    the spending ledger reserves it), and a stand-in reply so that the notebook goes on as a run
+    would; `mark` (collect mode) puts the pending mark in the stand-in's text."""
+    from memlife.models import prompt_cache, standin, tokens
 
     messages = (request or {}).get("messages") or []
-    text = standin.reply_text(messages, (request or {}).get("response_format")) if request else ""
+    fmt = (request or {}).get("response_format")
+    text = standin.reply_text(messages, fmt, mark=f"{PENDING_MARK}{mark[:16]}]]" if mark else None) if request else ""
     return accounting.Completion(text=text, prompt_tokens=tokens.count_messages(messages) if messages else 0,
                       completion_tokens=int(budget if budget is not None else (request or {}).get("max_tokens", 0)),
                       cached=False, latency_s=0.0, request_id=key, model=model, finish_reason="stop",
-                      source="estimate")
+                      source="estimate",
+                      cached_tokens=prompt_cache.modelled_cached_tokens(messages) if remote and messages else 0)

@@ -88,15 +88,24 @@ def text_reply(messages: list[dict]) -> str:
     return f"I do not know ({_tag(messages)})."
 
 
-def reply_text(messages: list[dict], response_format: dict | None) -> str:
-    """The stand-in reply to a chat request with this response format."""
+def reply_text(messages: list[dict], response_format: dict | None, *, mark: str | None = None) -> str:
+    """The stand-in reply to a chat request with this response format. `mark` goes into its free
+    text (never into a label or a number, which a strict parser reads whole), so that a request
+    built from it can be told apart (collect mode: ``memlife.models.reply_cache``)."""
     last = str(messages[-1].get("content")) if messages else ""
     fmt = response_format or {}
     if fmt.get("type") == "json_schema":
         spec = fmt.get("json_schema") or {}
         if spec.get("name") == "GeneratedSegment":
-            return json.dumps({"turns": generator_turns(last)})
-        return json.dumps(instance_of(spec.get("schema") or {}, text=f"unknown {_tag(messages)}"))
+            turns = generator_turns(last)
+            if mark:
+                turns[-1] = f"{turns[-1]} {mark}"
+            return json.dumps({"turns": turns})
+        text = f"unknown {_tag(messages)}" + (f" {mark}" if mark else "")
+        return json.dumps(instance_of(spec.get("schema") or {}, text=text))
     if fmt.get("type") == "json_object":
-        return json.dumps({"memory": [], "memory list": [], "summary": ""})
-    return text_reply(messages)
+        return json.dumps({"memory": [], "memory list": [], "summary": mark or ""})
+    reply = text_reply(messages)
+    if mark and reply.startswith("I do not know"):
+        reply = f"{reply} {mark}"
+    return reply
