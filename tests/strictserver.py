@@ -17,6 +17,11 @@ rejects what OpenAI, vLLM and Ollama reject, with their status codes and error b
   answer carries the x-ratelimit-* headers;
 - a prompt containing ``REFUSE-ME``: a refusal (``content: null``, ``message.refusal``).
 
+Every reply's usage carries ``prompt_tokens_details.cached_tokens`` (OpenAI always reports it). It
+is 0 unless ``prompt_cache=True``; then it is OpenAI's prompt cache: the longest prefix (o200k
+tokens, see `prompt_token_ids`) this request shares with an earlier accepted request of the same
+model, counted as OpenAI counts it: 0 below 1,024 tokens, else rounded down to a multiple of 128.
+
 Every accepted request gets a reply valid for its role: the realizer's 8 turns carrying the
 sentences its prompt requires, an instance of any other JSON schema, one label for a
 CORRECT/INCORRECT judge, an integer for an importance score, text otherwise.
@@ -26,9 +31,11 @@ until killed, for a dress rehearsal of whole notebooks.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
+from array import array
 from collections import Counter, deque
 
 from memlife.models import api_rules, tokens
@@ -36,11 +43,52 @@ from memlife.models.standin import reply_text
 
 from faultserver import JSONHandler, Loopback
 
+# OpenAI's prompt cache: "caching is available for prompts containing 1024 tokens or more", and hits
+# come "in increments of 128 tokens" (the prompt-caching guide). cached_tokens is always one of
+# 0, 1024, 1152, 1280, ...
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
+
+
+def prompt_token_ids(messages: list[dict]) -> list[int]:
+    """A request's prompt as the cache sees it: for each message, its role's o200k tokens and then
+    its content's, in order. (The real template adds a few marker tokens per message; they do not
+    change which prefixes two prompts share.) Content that is not a string (a list of parts) is
+    tokenized as its JSON."""
+    enc = tokens.encoding()
+    ids: list[int] = []
+    for m in messages:
+        content = m.get("content")
+        if content is None:
+            content = ""
+        elif not isinstance(content, str):
+            content = json.dumps(content, sort_keys=True)
+        ids += enc.encode(str(m.get("role", "")), disallowed_special=())
+        ids += enc.encode(content, disallowed_special=())
+    return ids
+
+
+def prefix_hashes(model: str, ids: list[int]) -> list[tuple[int, bytes]]:
+    """(length, hash of ids[:length]) at every cache boundary length (1024, 1152, ... <= len(ids)).
+
+    One running hash over the token ids, copied at each boundary: a 60k-token prompt costs one pass,
+    not one hash per prefix. Seeded with the model: OpenAI's cache is per model."""
+    h = hashlib.blake2b(model.encode(), digest_size=16)
+    out, pos = [], 0
+    for end in range(CACHE_MIN_TOKENS, len(ids) + 1, CACHE_STEP_TOKENS):
+        h.update(array("I", ids[pos:end]).tobytes())  # o200k ids are < 2**32
+        pos = end
+        out.append((end, h.copy().digest()))
+    return out
+
 
 class StrictServer(Loopback):
     def __init__(self, *, window: int = 128_000, report_window: bool = True, rpm: int | None = None,
-                 reasoning_cost: int = 64, delay_s: float = 0.0, rate_window_s: float = 60.0):
+                 reasoning_cost: int = 64, delay_s: float = 0.0, rate_window_s: float = 60.0,
+                 prompt_cache: bool = False):
         self.window, self.report_window, self.rpm = window, report_window, rpm
+        self.prompt_cache = prompt_cache
+        self._cache_index: set[tuple[int, bytes]] = set()  # (length, prefix hash) of accepted prompts
         self.rate_window_s = rate_window_s  # "a minute" (shorter in tests)
         self.reasoning_cost, self.delay_s = reasoning_cost, delay_s
         self.received: Counter = Counter()  # accepted requests per last-message content
@@ -156,11 +204,23 @@ class StrictServer(Loopback):
         else:
             message["content"] = reply_text(messages, body.get("response_format"))
         visible = len((message["content"] or "").split())
+        prompt_tokens = tokens.count_messages(messages)
+        cached = self._cached_tokens(body.get("model") or "", messages, prompt_tokens) if self.prompt_cache else 0
         return {"id": "chatcmpl-strict", "object": "chat.completion", "created": 0, "model": body.get("model"),
                 "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-                "usage": {"prompt_tokens": tokens.count_messages(messages), "completion_tokens": spent + visible,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": spent + visible,
                           "total_tokens": 0,
+                          "prompt_tokens_details": {"cached_tokens": cached},
                           "completion_tokens_details": {"reasoning_tokens": spent}}}
+
+    def _cached_tokens(self, model: str, messages: list[dict], prompt_tokens: int) -> int:
+        """The prompt-cache hit of this (accepted) request, then remember its prefixes for later ones."""
+        hashes = prefix_hashes(model, prompt_token_ids(messages))  # tokenized outside the lock
+        with self._lock:
+            hit = max((n for n, h in hashes if (n, h) in self._cache_index), default=0)
+            self._cache_index.update(hashes)
+        # Never more than the prompt it is part of (still a multiple of 128).
+        return min(hit, prompt_tokens - prompt_tokens % CACHE_STEP_TOKENS)
 
 class _Null:
     def __enter__(self):
@@ -177,6 +237,7 @@ if __name__ == "__main__":  # standalone, for a dress rehearsal: prints its URL,
     ap.add_argument("--window", type=int, default=128_000)
     ap.add_argument("--no-window-report", action="store_true")
     ap.add_argument("--rpm", type=int)
+    ap.add_argument("--prompt-cache", action="store_true")
     a = ap.parse_args()
     # Started in the background of a shell, a process inherits SIGINT ignored: stop on either signal.
     import signal
@@ -186,7 +247,8 @@ if __name__ == "__main__":  # standalone, for a dress rehearsal: prints its URL,
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
-    with StrictServer(window=a.window, report_window=not a.no_window_report, rpm=a.rpm) as srv:
+    with StrictServer(window=a.window, report_window=not a.no_window_report, rpm=a.rpm,
+                      prompt_cache=a.prompt_cache) as srv:
         try:  # the URL is printed inside, so a signal right after it still gets the counts
             print(srv.base_url, flush=True)
             while True:

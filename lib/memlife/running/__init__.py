@@ -3,6 +3,8 @@
 - `runner`: runs one notebook for a profile under papermill (parameters, fingerprints, resume,
   usage and cost per run), `python -m memlife.running.runner NB --profile P`.
 - `estimate`: what a run would send and cost, before any call (`make estimate`).
+- `batch`: a profile's calls sent through a Batch API in waves until none is missing (`make batch`),
+  and vLLM's `run_batch` files.
 - `publish`: a finished run's tables and figures made the committed ones (`make publish`).
 - `executed`: executed notebooks normalized and rendered to HTML for results/notebooks/.
 

@@ -423,6 +423,15 @@ def summary(profile: str, root: Path | None = None, *, since: float | None = Non
     for s in flagged:
         for message in s["notices"]:
             lines.append(f"notice from {s['notebook']}: {message}" + (f" (log: {s['log']})" if s.get("log") else ""))
+    cached = sum(s.get("cached_prompt_tokens", 0) for s in rows)
+    if cached:
+        lines.append(f"of the prompt tokens sent, {cached:,} came from the provider's prompt cache; it and the Batch API "
+                     f"took ${sum(s.get('usd_saved', 0.0) for s in rows):.4f} off the list price")
+    batch_log = lay.usage / "batch.calls.jsonl"
+    if batch_log.is_file() and (since is None or batch_log.stat().st_mtime >= since):
+        b = accounting.summarize_calls(batch_log)
+        lines.append(f"sent through the Batch API (make batch): {b['batch_calls']:,} replies, ${b['usd_estimate']:.4f} at "
+                     f"the batch price, ${b['usd_saved']:.4f} below the list price ({batch_log.relative_to(root)})")
     run = os.environ.get(spending.RUN_ENV)
     if run and spending.ledger_path().exists() and endpoints.spend_cap_usd() is not None:
         lines.append(f"spent ${spending.spent(run):.4f} of the ${endpoints.spend_cap_usd():.2f} cap in this run "
