@@ -6,6 +6,8 @@
 #                             (results/tables/, figures/, results/replies/quick.*)
 #   make export-replies       record the last run's replies (results/replies/$(PROFILE).jsonl.gz)
 #   make estimate PROFILE=paper   what a run would send and cost, before sending anything
+#   make pilot PROFILE=paper FRACTION=0.01   a fraction run for real, forecasting the whole run
+#   make batch PROFILE=paper  every request sent through the endpoint's Batch API (half price), in waves
 #   make smoke                every notebook at the smoke profile (what CI and nbval run)
 #   make smoke-recording      the smoke run's replies recorded again (what nbval answers from)
 #   make test                 unit + integration tests, then nbval over the notebooks
@@ -145,7 +147,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate llama-source llama-native bench-build longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate pilot batch llama-source llama-native bench-build longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -296,9 +298,28 @@ publish:
 	@$(PY) -m memlife.running.publish publish --profile quick
 
 # What a run would send and cost, before any call is made (memlife.running.estimate); NB=NN_name for one
-# notebook. It needs no llama-server and no endpoint key.
+# notebook (or several, space-separated). It needs no llama-server and no endpoint key.
 estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MEMOS_STAMP)
-	@$(PY) -m memlife.running.estimate --profile $(PROFILE) $(if $(NB),--notebook $(NB))
+	@$(PY) -m memlife.running.estimate --profile $(PROFILE) $(foreach n,$(NB),--notebook $(n))
+
+# The whole run forecast from a fraction of it run for real (memlife.running.pilot):
+#   make pilot PROFILE=paper FRACTION=0.02 [NB=22_read_restore] [OUT=forecast.json]
+# It reuses the profile's estimate while that is today's, else makes it first. The pilot sends its
+# requests and pays for them (under the spending cap), into the project's cache: the run that follows
+# does not pay for them again.
+pilot: | $(RUN_ENV) $(MEMOS_STAMP)
+	@$(if $(FRACTION),,echo "make pilot needs FRACTION=F, the share of the profile's items to run (0 < F <= 1)" >&2; exit 2)
+	@$(PY) -m memlife.running.pilot --profile $(PROFILE) --fraction $(FRACTION) $(foreach n,$(NB),--notebook $(n)) \
+	  $(if $(OUT),--out $(OUT))
+
+# Every request the notebooks would send, through the endpoint's Batch API at its batch price, in waves
+# until none is missing (memlife.running.batch); then `make reproduce PROFILE=P` answers every notebook
+# from the cache. NB=NN_name for some notebooks (and those they read). For vLLM's offline run_batch:
+# EXPORT=FILE writes the requests, IMPORT=FILE reads its output into the cache (repeat until EXPORT
+# finds nothing). Memory ingestion and the local models' generations run here, as in a live run.
+batch: | env-live $(MEMOS_STAMP)
+	@$(PY) -m memlife.running.batch --profile $(PROFILE) $(foreach n,$(NB),--notebook $(n)) \
+	  $(if $(EXPORT),--export $(EXPORT)) $(if $(IMPORT),--import $(IMPORT))
 
 # Any profile's last run as a recording others can replay (MEMLIFE_REPLIES=FILE).
 export-replies: | $(ENV_STAMP)

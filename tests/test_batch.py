@@ -252,3 +252,24 @@ def test_input_files_keep_one_model_a_file_and_split_at_the_limits(tmp_path):
                                                                            max_bytes=2 * one + 5)] == [2, 2, 1]
     with pytest.raises(batch_api.BatchError, match="k0 twice"):
         batch_api.input_files([lines[0], lines[0]], tmp_path / "c")
+
+
+def test_the_stores_the_waves_built_are_handed_to_the_project_and_never_over_its_own(project, tmp_path):
+    from memlife.running import batch
+
+    scratch = tmp_path / "scratch"
+    (scratch / "configs").mkdir(parents=True)
+    (scratch / "configs" / "t.yaml").write_text("common: {}\nnotebooks: {}\n")
+    stores = scratch / "results" / "t" / "memops" / "stores"
+    (stores / "key1" / "mem0").mkdir(parents=True)
+    (stores / "key1" / "mem0" / "INGESTED").write_text("yes")
+    (stores / "key2").mkdir()
+    (stores / "key2" / "scratch's").write_text("")
+    own = project / "results" / "t" / "memops" / "stores" / "key2"
+    own.mkdir(parents=True)
+    (own / "project's").write_text("")
+    assert batch.adopt_local_work("t", scratch, project) == ["results/t/memops/stores/key1"]
+    assert (project / "results" / "t" / "memops" / "stores" / "key1" / "mem0" / "INGESTED").read_text() == "yes"
+    assert (stores / "key1").is_symlink() and (stores / "key1" / "mem0" / "INGESTED").is_file()
+    assert sorted(p.name for p in own.iterdir()) == ["project's"]  # the project's own is kept
+    assert batch.adopt_local_work("t", scratch, project) == []  # done once

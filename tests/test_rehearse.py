@@ -1,15 +1,12 @@
 """The dress rehearsal's scaled profile: a fraction of the items, every per-item size as it is."""
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from memlife.base import config
+from memlife.running import scale
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("rehearse", ROOT / "tools" / "rehearse.py")
-rehearse = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rehearse)
 
 
 def paper() -> dict:
@@ -18,7 +15,7 @@ def paper() -> dict:
 
 def test_a_fraction_of_the_paper_profile_scales_items_and_keeps_every_per_item_size():
     cfg = paper()
-    scaled, changes = rehearse.scale_profile(cfg, 0.01)
+    scaled, changes = scale.scale_profile(cfg, 0.01)
     nbs, before = scaled["notebooks"], cfg["notebooks"]
     assert nbs["10_memops_build"]["max_conversations"] == 5  # ceil(403 / 100)
     assert nbs["12_memops_eval"]["max_instances"] == 5
@@ -39,26 +36,37 @@ def test_a_fraction_of_the_paper_profile_scales_items_and_keeps_every_per_item_s
 
 def test_the_whole_profile_is_unchanged():
     cfg = paper()
-    assert rehearse.scale_profile(cfg, 1.0) == (cfg, [])
+    assert scale.scale_profile(cfg, 1.0) == (cfg, [])
 
 
 @pytest.mark.parametrize("fraction", [0, -0.5, 1.5])
 def test_a_fraction_outside_zero_to_one_is_refused(fraction):
     with pytest.raises(ValueError, match="fraction"):
-        rehearse.scale_profile(paper(), fraction)
+        scale.scale_profile(paper(), fraction)
 
 
 def test_a_system_left_out_is_said():
-    scaled, changes = rehearse.scale_profile(paper(), 0.01, without=("temp_lora",))
+    scaled, changes = scale.scale_profile(paper(), 0.01, without=("temp_lora",))
     assert scaled["notebooks"]["12_memops_eval"]["systems"] == ["long_context", "bm25_turn", "bm25_session", "mem0",
                                                                 "memos"]
     assert any(c.startswith("12_memops_eval.systems:") for c in changes)
 
 
 def test_a_small_fraction_keeps_one_conversation_per_operation_type():
-    scaled, _ = rehearse.scale_profile(paper(), 0.005)
+    scaled, _ = scale.scale_profile(paper(), 0.005)
     assert scaled["notebooks"]["10_memops_build"]["max_conversations"] == 5  # not ceil(403 / 200) = 3
     assert scaled["notebooks"]["20_longmem_data"]["n_questions"] == 3
+
+
+def test_a_scaled_root_holds_the_resolved_profile_at_the_fraction_and_links_every_input(tmp_path):
+    root, changes = scale.scaled_root("quick", 0.5, tmp_path / "root", root=ROOT, purpose="a test")
+    scaled = config.load_profile("quick", root)
+    whole = config.load_profile("quick", ROOT)
+    assert scaled == scale.scale_profile(whole, 0.5)[0] and changes == scale.scale_profile(whole, 0.5)[1]
+    assert "extends" not in (root / "configs" / "quick.yaml").read_text()
+    assert (root / "notebooks").resolve() == (ROOT / "notebooks").resolve()
+    assert (root / "configs" / "quick.yaml").read_text().startswith("# quick at fraction 0.5 for a test")
+    assert scale.items(whole) != scale.items(scaled)
 
 
 def test_the_standalone_emulator_stops_and_reports_when_started_with_sigint_ignored():

@@ -33,11 +33,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 SUBPACKAGES = {p for layer in LAYERS for p in layer} - {"science"}
 PLACE_TEXT = {
     "base": "paths, profiles, progress, parallelism, tables and figures, plug-ins",
-    "models": "model access: endpoints, client, cache, recordings, spending, server, proxy, tokens",
+    "models": "model access: endpoints, client, cache, recordings, spending, Batch API, server, proxy, tokens",
     "science": "shared science: stats, reference subjects, BM25, the papers' values, LongMemEval files",
     "memops": "MemOps: build, systems, evaluation, scoring",
     "restore": "restore audit: data, eviction, reads, decomposition, analyses",
-    "running": "runner, estimate, publish",
+    "running": "runner, estimate, pilot, batch, publish",
 }
 MAX_LINES = 650  # "about 600": a module past this is split by concern
 

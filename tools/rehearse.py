@@ -6,12 +6,14 @@ README's variables alone.
     .venv/bin/python tools/rehearse.py --profile quick --model Qwen/Qwen2.5-7B-Instruct --window 32768
     .venv/bin/python tools/rehearse.py --profile paper --fraction 0.01               # the paper profile, 1/100
 
-`--fraction F` runs the profile on F of its questions and conversations (rounded up) and leaves
-every per-item size as it is: history lengths, budgets, k, the restore cap, seeds, models, token
-budgets. The restore questions are a sample stratified by type, as any profile's smaller
-selection is (`memlife.reconstruct.select`), from the real S file where it is on disk and the
-reconstruction otherwise (`source: auto`). The model-free controls (14, 25) check coverage over at least `min_clusters` clusters, which a small
-fraction does not have, so a scaled rehearsal leaves them out; they make no model call.
+`--fraction F` runs the profile on F of its questions and conversations (rounded up;
+`memlife.running.scale`, which `make pilot` uses too) and leaves every per-item size as it is:
+history lengths, budgets, k, the restore cap, seeds, models, token budgets. The restore questions
+are a sample stratified by type, as any profile's smaller selection is
+(`memlife.reconstruct.select`), from the real S file where it is on disk and the reconstruction
+otherwise (`source: auto`). The model-free controls (14, 25) check coverage over at least
+`min_clusters` clusters, which a small fraction does not have, so a scaled rehearsal leaves them
+out; they make no model call.
 
 Prints, per notebook and role, the estimate's calls and prompt tokens against what
 results/usage recorded, and each notebook's wall time and peak resident memory (GNU time: the
@@ -21,9 +23,7 @@ largest process of the notebook's tree, its kernel). Everything runs in scratch 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
-import math
 import os
 import shutil
 import signal
@@ -32,71 +32,17 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from memlife.base import config, paths  # noqa: E402
-from memlife.running import estimate
-
-# What a fraction scales: the number of items each notebook works through. Everything per item stays.
-CONTROLS = ("14_memops_controls", "25_restore_controls")
-PAPER_TOPIC_OPERATIONS = 5  # conversations planned per topic (one per operation type)
-
-
-def scale_profile(cfg: dict, fraction: float, *, without: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
-    """The profile `cfg` at `fraction` of its items, and a line per change saying what changed;
-    `without`: MemOps systems left out of notebook 12."""
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    out, changes = copy.deepcopy(cfg), []
-    nbs = out["notebooks"]
-
-    def at(n: int) -> int:
-        return max(1, math.ceil(n * fraction))
-
-    def set_(nb: str, key: str, value) -> None:
-        if nbs.get(nb, {}).get(key) != value:
-            changes.append(f"{nb}.{key}: {nbs[nb].get(key)!r} -> {value!r}")
-            nbs[nb][key] = value
-
-    build = nbs.get("10_memops_build")
-    if build is not None:
-        planned = PAPER_TOPIC_OPERATIONS * build["n_topics"]
-        # at least one conversation per operation type: notebook 11 checks that all five are there
-        conversations = max(PAPER_TOPIC_OPERATIONS, at(min(planned, build.get("max_conversations") or planned)))
-        if fraction < 1:
-            set_("10_memops_build", "max_conversations", conversations)
-        evaluation = nbs.get("12_memops_eval")
-        if evaluation is not None and evaluation.get("max_instances") is None and fraction < 1:
-            set_("12_memops_eval", "max_instances", conversations)
-    if without and "12_memops_eval" in nbs:
-        set_("12_memops_eval", "systems", [x for x in nbs["12_memops_eval"]["systems"] if x not in without])
-    if "20_longmem_data" in nbs and fraction < 1:
-        set_("20_longmem_data", "n_questions", at(nbs["20_longmem_data"]["n_questions"]))
-        if "22_read_restore" in nbs:
-            set_("22_read_restore", "judge_audit_items", at(nbs["22_read_restore"]["judge_audit_items"]))
-    return out, changes
+from memlife.base import paths  # noqa: E402
+from memlife.running import estimate, scale  # noqa: E402
 
 
 def rehearsal_root(profile: str, fraction: float, without: tuple[str, ...] = ()) -> tuple[Path, list[str]]:
     """A project root whose configs/<profile>.yaml is the scaled profile; every other input linked."""
-    base = ROOT / ".cache" / "rehearsal-root" / profile
-    shutil.rmtree(base, ignore_errors=True)
-    (base / "configs").mkdir(parents=True)
-    for rel in ("notebooks", "results/replies", "results/paper_reference", "data/raw",
-                "tests/data", ".venv-memos"):
-        src = ROOT / rel
-        if src.exists():
-            (base / rel).parent.mkdir(parents=True, exist_ok=True)
-            (base / rel).symlink_to(src.resolve(), target_is_directory=src.is_dir())
-    cfg = config.load_profile(profile, ROOT)  # resolved: a profile that extends another is whole here
-    scaled, changes = scale_profile(cfg, fraction, without=without)
-    (base / "configs" / f"{profile}.yaml").write_text(
-        f"# {profile} at fraction {fraction} for a dress rehearsal (tools/rehearse.py)\n"
-        + yaml.safe_dump(scaled, sort_keys=False))
-    return base, changes
+    return scale.scaled_root(profile, fraction, ROOT / ".cache" / "rehearsal-root" / profile, root=ROOT,
+                             without=without, purpose="a dress rehearsal (tools/rehearse.py)")
 
 
 def main() -> int:
@@ -114,7 +60,7 @@ def main() -> int:
     a = ap.parse_args()
     base, changes = rehearsal_root(a.profile, a.fraction, tuple(a.without))
     every = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    notebooks = a.notebook or [n for n in every if a.fraction == 1 or n not in CONTROLS]
+    notebooks = a.notebook or [n for n in every if a.fraction == 1 or n not in scale.CONTROLS]
     calling = [n for n in notebooks if n in estimate.CALLING]
     cache = ROOT / ".cache" / "rehearsal-cache"
     shutil.rmtree(cache, ignore_errors=True)

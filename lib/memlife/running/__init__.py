@@ -3,6 +3,10 @@
 - `runner`: runs one notebook for a profile under papermill (parameters, fingerprints, resume,
   usage and cost per run), `python -m memlife.running.runner NB --profile P`.
 - `estimate`: what a run would send and cost, before any call (`make estimate`).
+- `pilot`: a fraction of a profile run for real, and the whole run's calls, tokens, dollars and
+  wall time forecast from it with intervals (`make pilot`).
+- `scale`: a profile at a fraction of its items, and a project root that runs it (the pilot's and
+  tools/rehearse.py's).
 - `batch`: a profile's calls sent through a Batch API in waves until none is missing (`make batch`),
   and vLLM's `run_batch` files.
 - `publish`: a finished run's tables and figures made the committed ones (`make publish`).

@@ -23,8 +23,10 @@ not done, and the notebooks that read its outputs (`config.UPSTREAM`) wait for a
 it is. Memory ingestion (Mem0, MemOS: each call depends on the last) is sent at once, and the
 embedded model's or Temp-LoRA's generations are made locally, as in a live run; the summary says
 how many. What a wave built stays for the next: a notebook done in one wave is not run again,
-and notebook 12's memory stores (built from replies received) are kept; its journal, which a
-collecting run fills with stand-in answers, is emptied before it runs again.
+and notebook 12's memory stores (built from replies received) are kept, and handed to the project
+when the waves end, so that `make reproduce` does not ingest again; its journal, which a
+collecting run fills with stand-in answers, is emptied before it runs again. (The estimate's own
+stores cannot serve: they hold what stand-in replies extracted.)
 
 An interrupt loses nothing: each batch is written to results/<profile>/batches/state.json the
 moment it is created, and a rerun polls the open ones before it submits anything. Output lines
@@ -48,6 +50,9 @@ MAX_ATTEMPTS = 3  # a request the service failed this often stops the run: it is
 # What a notebook keeps across collecting runs that a stand-in answer would corrupt: emptied before
 # it runs again (its memory stores, built from replies received, stay).
 STAND_IN_STATE = {"12_memops_eval": ("memops/journal",)}
+# Local work built from replies received (memory ingestion is sent at once, Temp-LoRA trains on the
+# histories): handed to the project when the waves end, so `make reproduce` does not build it again.
+LOCAL_WORK = ("memops/stores",)
 
 
 def state_path(profile: str, root: Path | None = None) -> Path:
@@ -296,8 +301,9 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
                                            f"{json.dumps(got['notebooks'])[:400]}")
             state["waves"].append({**summary, "wall_s": round(time.perf_counter() - t0, 1)})
             save_state(state, profile, root)
+            kept = adopt_local_work(profile, scratch, root)
             say(f"== [{profile}] every request of {', '.join(chosen)} is answered: make reproduce PROFILE={profile} "
-                "answers them from the cache")
+                "answers them from the cache" + (f" (and finds {', '.join(kept)} built)" if kept else ""))
             return state
         submit(state, profile, requests, wave, wave_dir, root=root, max_lines=max_lines, max_bytes=max_bytes, say=say)
         finished = finish_open(state, profile, root=root, poll_s=poll_s, say=say)
@@ -306,6 +312,27 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
         state["waves"].append(summary)
         save_state(state, profile, root)
     raise batch_api.BatchError(f"{max_waves} waves and still requests to ask; run again to go on (nothing is lost)")
+
+
+def adopt_local_work(profile: str, scratch: Path, root: Path) -> list[str]:
+    """Move what the waves built from received replies (LOCAL_WORK) into the project, entry by
+    entry, leaving a link behind; an entry the project already has stays the project's."""
+    import shutil
+
+    kept = []
+    for rel in LOCAL_WORK:
+        src, dst = paths.layout(profile, scratch).run / rel, paths.layout(profile, root).run / rel
+        if not src.is_dir() or src.is_symlink():
+            continue
+        for entry in sorted(src.iterdir()):  # one folder per run key
+            target = dst / entry.name
+            if entry.is_symlink() or target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(entry), str(target))
+            entry.symlink_to(target.resolve(), target_is_directory=True)
+            kept.append(str(target.relative_to(root)))
+    return kept
 
 
 def _chosen(notebooks: list[str] | None, root: Path) -> list[str]:

@@ -17,7 +17,14 @@ system and setting; one importance score per distinct unit; one judge call per a
 estimate where real replies steer the run: an LLM generator whose conversations fail the gates
 is asked again (up to max_attempts), Mem0 asks more when it finds memories to update, and the
 LLM-importance policy evicts by the scores it gets. Completion tokens are the budgets, so the
-dollars are an upper bound for the calls counted.
+dollars are an upper bound for the calls counted. The dollars come four ways per role: at list
+price without the provider's prompt cache, at list price with the prompt tokens it would serve
+(modelled: `memlife.models.prompt_cache`), and the same two at the Batch API's price.
+
+The estimate's JSON (results/<profile>/usage/estimate-<profile>.json) also holds, per notebook,
+its wall time, and the fingerprint of what it counted (`fingerprint`: the resolved profile, every
+role's endpoint per track, the recording), so that `make pilot` reuses it only while they hold.
+Before it starts, an estimate says how long the last one of the profile took here (`announce`).
 
 Temp-LoRA trains before it answers, which no call count shows: where notebook 12 runs it, the
 estimate also says what its training costs on this machine — every history's chunks x epochs
@@ -30,10 +37,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
+import time
 from pathlib import Path
 
-from memlife.base import config, paths
+from memlife.base import config, paths, progress
+from memlife.running import scale
 
 # The notebooks that call a model (config.NOTEBOOK_ROLES) and those whose outputs they read (20
 # makes the data 21 reads), in an order that respects the DAG: an upstream notebook's number is
@@ -43,8 +53,7 @@ CALLING = tuple(sorted({nb for calling in config.NOTEBOOK_ROLES if calling != "0
 # What a notebook reads from the project itself rather than from an earlier notebook.
 # MemOS's own environment is found under the project root (memops.systems.memos_python): without
 # it the scratch run would skip MemOS and count none of its calls.
-_SHARED = ("notebooks", "configs", "results/replies", "results/paper_reference", "data/raw",
-           "tests/data", ".venv-memos")
+_SHARED = ("configs", *scale.INPUTS)
 
 
 def scratch_root(profile: str, root: Path | None = None, kind: str = "estimate") -> Path:
@@ -70,6 +79,50 @@ def prepare(profile: str, root: Path | None = None, kind: str = "estimate") -> P
     return scratch
 
 
+def default_path(profile: str, root: Path | None = None) -> Path:
+    return paths.layout(profile, root).usage / f"estimate-{profile}.json"
+
+
+def fingerprint(profile: str, root: Path | None = None) -> dict:
+    """What an estimate of `profile` counts from, besides the code and the cache: the profile
+    resolved (config.load_profile), every role's endpoint in each track (runner.endpoint_fingerprint)
+    and the SHA-256 of the recording it replays (None: none); as its JSON reads back."""
+    from memlife.models import endpoints, replies
+    from memlife.running import runner
+
+    root = Path(root) if root else paths.repo_root()
+    out: dict = {"profile": config.load_profile(profile, root), "endpoints": {}}
+    with runner.environ(MEMLIFE_ROOT=str(root)):  # the profile's models as `root` has them
+        for track in sorted(set(config.TRACKS.values())):
+            endpoints.configure(profile, track=track)
+            out["endpoints"][track] = {r: runner.endpoint_fingerprint(endpoints.endpoint_for(r))
+                                       for r in config.ROLES}
+        recording = replies.active_path()
+    out["recording_sha256"] = None if recording is None else runner._sha256(recording)
+    return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def role_prices(profile: str, rows: list[dict]) -> None:
+    """Each row's roles (a notebook's `by_role`) with the price its endpoint has in the notebook's
+    track, and the dollars four ways: list price without and with the modelled prompt cache
+    (`usd_list`, `usd_list_cached`, which is `usd`), and the Batch API's price without and with it
+    (`usd_batch`, `usd_batch_cached`); None where the model is unpriced."""
+    from memlife.models import endpoints, llm
+
+    for row in rows:
+        endpoints.configure(profile, track=config.track_of(row["notebook"]))
+        for role, r in (row.get("by_role") or {}).items():
+            price = llm.get_client(role).price()
+            r["price_per_mtok"] = None if price is None else {
+                "input": price.input, "output": price.output, "cached_input": price.cached_input,
+                "batch_factor": price.batch_factor}
+            for key, cached, batch in (("usd_list", False, False), ("usd_list_cached", True, False),
+                                       ("usd_batch", False, True), ("usd_batch_cached", True, True)):
+                r[key] = None if price is None else round(price.usd(
+                    r["prompt_tokens"], r["completion_tokens"],
+                    cached_tokens=r.get("cached_prompt_tokens", 0) if cached else 0, batch=batch), 6)
+
+
 def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None = None, quiet: bool = True,
         dest: Path | None = None) -> dict:
     """Run `notebooks` (default: every one that calls a model) in estimate mode; the estimate, as
@@ -81,6 +134,8 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
     unknown = [n for n in chosen if not (root / "notebooks" / f"{n}.ipynb").is_file()]
     if unknown:
         raise SystemExit(f"no such notebook: {unknown}")
+    started, t0 = time.time(), time.perf_counter()
+    fp = fingerprint(profile, root)
     scratch = prepare(profile, root)
     cache = os.environ.get("MEMLIFE_CACHE_DIR") or str(paths.layout(profile, root).cache)
     rows, failed = [], {}
@@ -89,24 +144,67 @@ def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None =
     with runner.environ(MEMLIFE_ROOT=str(scratch), MEMLIFE_CACHE_DIR=cache, MEMLIFE_LLM_MODE="estimate",
                         **{reply_cache.ESTIMATE_SEEN_ENV: str(scratch / "estimated")}):
         for name in chosen:
+            t1 = time.perf_counter()
             try:
                 rows.append(runner.run_notebook(name, profile, root=scratch, quiet=quiet))
             except Exception as exc:  # counted up to where it stopped; later notebooks may need it
                 failed[name] = f"{type(exc).__name__}: {str(exc).strip()[-300:]}"
                 usage = paths.layout(profile, scratch).usage / f"{name}.calls.jsonl"
                 if usage.exists():
-                    rows.append({"notebook": name, "profile": profile, **accounting.summarize_calls(usage), "failed": True})
-    out = {"profile": profile, "notebooks": rows, "failed": failed, "scratch": str(scratch)}
+                    rows.append({"notebook": name, "profile": profile, **accounting.summarize_calls(usage),
+                                 "failed": True, "wall_s": round(time.perf_counter() - t1, 1)})
+        role_prices(profile, rows)
+    out = {"profile": profile, "notebooks": rows, "failed": failed, "scratch": str(scratch), "fingerprint": fp,
+           "made": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)), "host": platform.node()}
     if "12_memops_eval" in chosen:
         try:
             out["temp_lora"] = temp_lora_cost(profile, [scratch, root], root=root)
         except FileNotFoundError as exc:  # no dataset built: nothing to count
             out["temp_lora"] = {"skipped": str(exc)}
-    dest = Path(dest) if dest else paths.layout(profile, root).usage / f"estimate-{profile}.json"
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
+    dest = Path(dest) if dest else default_path(profile, root)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     out["written"] = str(dest)
     return out
+
+
+def read(path: Path) -> dict | None:
+    """The JSON at `path` (an estimate's, a pilot's), or None when there is none or it cannot be read."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def took(last: dict | None, notebooks: list[str], what: str) -> str | None:
+    """How long the notebooks `notebooks` took in `last` (an estimate's or a pilot's JSON: per notebook
+    its wall_s), said as one line; None when `last` has none of them."""
+    rows = {r.get("notebook"): r for r in (last or {}).get("notebooks") or [] if r.get("wall_s") is not None}
+    known = [n for n in notebooks if n in rows]
+    if not known:
+        return None
+    where = "here" if last.get("host") in (None, platform.node()) else f"on another machine ({last['host']})"
+    line = (f"the last {what} ({last.get('made') or 'undated'}, {where}) took "
+            f"{progress.clock(sum(rows[n]['wall_s'] for n in known))} for {', '.join(known)}")
+    missing = [n for n in notebooks if n not in rows]
+    return line + (f"; it did not run {', '.join(missing)}, so add their time" if missing else "")
+
+
+def announce(profile: str, notebooks: list[str], *, root: Path | None = None, path: Path | None = None) -> str:
+    """What an estimate of `notebooks` is about to do and how long the last one took here; where no
+    earlier estimate says, that this cannot be told, and how big the profile is."""
+    last = read(path or default_path(profile, root))
+    line = took(last, notebooks, f"estimate of {profile}")
+    head = f"== [{profile}] estimating {', '.join(notebooks)} (nothing is sent)"
+    if line:
+        changed = last.get("fingerprint") not in (None, fingerprint(profile, root))
+        return (f"{head}; {line}: expect about as long"
+                + (", though the profile or its models have changed since" if changed else ""))
+    size = "; ".join(scale.items(config.load_profile(profile, root), notebooks)) or "no items"
+    return (f"{head}; how long it takes cannot be told: no earlier estimate of {profile} here. It runs "
+            f"every notebook over the whole profile ({size}), a stand-in answering each model call, so its "
+            f"time is the notebooks' own computing")
 
 
 # Seconds one Temp-LoRA step takes at its longest, given instead of measured (tests; a machine
@@ -169,29 +267,63 @@ def render_temp_lora(t: dict | None) -> list[str]:
     return lines
 
 
+_MONEY = ("usd_list", "usd_list_cached", "usd_batch", "usd_batch_cached")
+
+
+def _dollars(r: dict) -> dict:
+    """The four dollar figures of a role's row; an estimate made before they were kept has only
+    `usd` (list price, no prompt cache then)."""
+    if "usd_list" not in r:
+        return {"usd_list": r["usd"], "usd_list_cached": r["usd"], "usd_batch": None, "usd_batch_cached": None}
+    return {k: r[k] for k in _MONEY}
+
+
+def _usd(x: float | None, width: int) -> str:
+    """Dollars to the cent, and to a hundredth of a cent below a dollar; '-' where not known."""
+    return f"{'-':>{width}}" if x is None else f"{x:>{width},.2f}" if abs(x) >= 1 else f"{x:>{width}.4f}"
+
+
 def render(est: dict) -> str:
     """The estimate as a table: per notebook and role, calls, those answered already, those to send
-    with their tokens and dollars."""
-    head = (f"{'notebook':<18} {'role':<11} {'model':<26} {'calls':>7} {'answered':>8} {'to send':>8} "
-            f"{'prompt tok':>11} {'compl. tok':>11} {'USD (max)':>10}")
+    with their prompt tokens (those the provider's cache would serve, modelled), completion budgets,
+    and dollars at list and batch price, each without and with the prompt cache."""
+    head = (f"{'notebook':<18} {'role':<11} {'model':<20} {'calls':>7} {'answered':>8} {'to send':>8} "
+            f"{'prompt tok':>11} {'cached tok':>11} {'compl. max':>11} {'list':>9} {'list+cache':>10} "
+            f"{'batch':>9} {'batch+cache':>11}")
     lines = [f"== [{est['profile']}] estimate: what a run would send (nothing was sent)", head]
-    total = {"calls": 0, "cached_calls": 0, "live_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0}
+    total = {"calls": 0, "cached_calls": 0, "live_calls": 0, "prompt_tokens": 0, "cached_prompt_tokens": 0,
+             "completion_tokens": 0, **{k: 0.0 for k in _MONEY}}
     unpriced: set[str] = set()
     for nb in est["notebooks"]:
         unpriced |= set(nb.get("unpriced_models") or [])
         for role, r in sorted((nb.get("by_role") or {}).items()):
-            lines.append(f"{nb['notebook'][:18]:<18} {role:<11} {', '.join(r['models'])[:26]:<26} {r['calls']:>7,} "
+            money = _dollars(r)
+            lines.append(f"{nb['notebook'][:18]:<18} {role:<11} {', '.join(r['models'])[:20]:<20} {r['calls']:>7,} "
                          f"{r['cached_calls']:>8,} {r['live_calls']:>8,} {r['prompt_tokens']:>11,} "
-                         f"{r['completion_tokens']:>11,} {r['usd']:>10.2f}")
-            for k in total:
-                total[k] += r[k if k != "usd" else "usd"]
-    lines.append(f"{'total':<57} {total['calls']:>7,} {total['cached_calls']:>8,} {total['live_calls']:>8,} "
-                 f"{total['prompt_tokens']:>11,} {total['completion_tokens']:>11,} {total['usd']:>10.2f}")
+                         f"{r.get('cached_prompt_tokens', 0):>11,} {r['completion_tokens']:>11,} "
+                         f"{_usd(money['usd_list'], 9)} {_usd(money['usd_list_cached'], 10)} "
+                         f"{_usd(money['usd_batch'], 9)} {_usd(money['usd_batch_cached'], 11)}")
+            for k in ("calls", "cached_calls", "live_calls", "prompt_tokens", "completion_tokens"):
+                total[k] += r[k]
+            total["cached_prompt_tokens"] += r.get("cached_prompt_tokens", 0)
+            for k in _MONEY:  # an unpriced model counts 0 (said below); an old estimate has no batch price
+                total[k] = None if total[k] is None or (money[k] is None and "usd_list" not in r) else (
+                    total[k] + (money[k] or 0.0))
+    lines.append(f"{'total':<51} {total['calls']:>7,} {total['cached_calls']:>8,} {total['live_calls']:>8,} "
+                 f"{total['prompt_tokens']:>11,} {total['cached_prompt_tokens']:>11,} "
+                 f"{total['completion_tokens']:>11,} {_usd(total['usd_list'], 9)} {_usd(total['usd_list_cached'], 10)} "
+                 f"{_usd(total['usd_batch'], 9)} {_usd(total['usd_batch_cached'], 11)}")
+    lines.append("compl. max: each call's whole completion budget (reasoning included), so every dollar figure is "
+                 "a ceiling; cached tok: the prompt tokens a provider's prompt cache would serve (modelled); "
+                 "list / batch: USD at list price and at the Batch API's, without and with that cache "
+                 "(make pilot forecasts the completions from real replies)")
     if unpriced:
         lines.append(f"unpriced (not in the dollars; give MEMLIFE_<ROLE>_PRICE_PER_MTOK): {sorted(unpriced)}")
     lines += render_temp_lora(est.get("temp_lora"))
     for name, why in sorted(est["failed"].items()):
         lines.append(f"{name} stopped in estimate mode ({why}); its calls are counted up to there")
+    if est.get("wall_s") is not None:
+        lines.append(f"the estimate took {progress.clock(est['wall_s'])}")
     lines.append(f"per notebook and role: {est.get('written', '')}")
     return "\n".join(lines)
 
@@ -202,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
     ap.add_argument("--notebook", action="append", help="only this notebook (repeatable); default: all that call a model")
     args = ap.parse_args(argv)
+    print(announce(args.profile, list(args.notebook or CALLING)), flush=True)
     est = run(args.profile, args.notebook)
     print(render(est))
     return 1 if est["failed"] else 0
