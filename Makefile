@@ -303,14 +303,14 @@ estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MEMOS_STAMP)
 	@$(PY) -m memlife.running.estimate --profile $(PROFILE) $(foreach n,$(NB),--notebook $(n))
 
 # The whole run forecast from a fraction of it run for real (memlife.running.pilot):
-#   make pilot PROFILE=paper FRACTION=0.02 [NB=22_read_restore] [OUT=forecast.json]
+#   make pilot PROFILE=paper FRACTION=0.02 [NB=22_read_restore] [WITHOUT=temp_lora] [OUT=forecast.json]
 # It reuses the profile's estimate while that is today's, else makes it first. The pilot sends its
 # requests and pays for them (under the spending cap), into the project's cache: the run that follows
 # does not pay for them again.
 pilot: | $(RUN_ENV) $(MEMOS_STAMP)
 	@$(if $(FRACTION),,echo "make pilot needs FRACTION=F, the share of the profile's items to run (0 < F <= 1)" >&2; exit 2)
 	@$(PY) -m memlife.running.pilot --profile $(PROFILE) --fraction $(FRACTION) $(foreach n,$(NB),--notebook $(n)) \
-	  $(if $(OUT),--out $(OUT))
+	  $(foreach s,$(WITHOUT),--without $(s)) $(if $(OUT),--out $(OUT))
 
 # Every request the notebooks would send, through the endpoint's Batch API at its batch price, in waves
 # until none is missing (memlife.running.batch); then `make reproduce PROFILE=P` answers every notebook

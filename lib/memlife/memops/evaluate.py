@@ -461,6 +461,11 @@ def run(instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, reader_cli
                                 rec.update(_judge(rec, inst, probe, ans.parsed, judge_client))
                             journal.append(rec)
                             bar.update(1)
+                        # Each open Mem0 store holds its own embedder and Qdrant client: kept open,
+                        # the paper's 403 histories x 2 settings outgrow any machine's memory.
+                        release = getattr(system, "release", None)
+                        if release is not None:
+                            release(history)
 
                     if workers > 1 and spec.parallel:
                         parallel_instances(answer_instance, todo, workers)

@@ -260,10 +260,11 @@ class TempLoRASystem:
         self._active = (history.history_id, model)
         return model
 
-    def release(self) -> None:
+    def release(self, history: reading.History | None = None) -> None:
         """Discard the active history's adapter (the method's module is temporary); its replies
-        are cached, and a history asked again later is trained again."""
-        if self._active is None:
+        are cached, and a history asked again later is trained again. With `history`, only when
+        the active adapter is that history's."""
+        if self._active is None or (history is not None and self._active[0] != history.history_id):
             return
         hid, model = self._active
         model.unload()

@@ -95,11 +95,17 @@ def fingerprint(profile: str, root: Path | None = None) -> dict:
     with runner.environ(MEMLIFE_ROOT=str(root)):  # the profile's models as `root` has them
         for track in sorted(set(config.TRACKS.values())):
             endpoints.configure(profile, track=track)
-            out["endpoints"][track] = {r: runner.endpoint_fingerprint(endpoints.endpoint_for(r))
+            out["endpoints"][track] = {r: _counted(runner.endpoint_fingerprint(endpoints.endpoint_for(r)))
                                        for r in config.ROLES}
         recording = replies.active_path()
     out["recording_sha256"] = None if recording is None else runner._sha256(recording)
     return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def _counted(ep: dict) -> dict:
+    """An endpoint's fingerprint as the counts see it: the model and how it is asked, not where it
+    is served (the same model behind another URL, a proxy or a stand-in, gets the same requests)."""
+    return {**ep, "base_url": "embedded" if ep["base_url"] == "embedded" else "remote"}
 
 
 def role_prices(profile: str, rows: list[dict]) -> None:

@@ -341,10 +341,12 @@ def announce(profile: str, fraction: float, notebooks: list[str], root: Path) ->
 
 def run(profile: str, fraction: float, notebooks: list[str] | None = None, *, root: Path | None = None,
         estimate_path: Path | None = None, out: Path | None = None, seed: int = 0, n_boot: int = N_BOOT,
-        quiet: bool = True, say=print) -> dict:
+        without: tuple[str, ...] = (), quiet: bool = True, say=print) -> dict:
     """Estimate (or reuse the estimate), run the pilot, forecast: the whole report, as written to
     results/<profile>/usage/pilot-<profile>.json (`out` gets its roles and total). `say` prints
-    what is about to happen, and how long it took last time, before it starts."""
+    what is about to happen, and how long it took last time, before it starts. `without`: MemOps
+    systems the pilot leaves out of notebook 12 (Temp-LoRA answers with a local model and sends the
+    endpoint nothing, while its training dominates a pilot's time on a CPU)."""
     from memlife.models import llm, spending
     from memlife.running import runner
 
@@ -371,7 +373,7 @@ def run(profile: str, fraction: float, notebooks: list[str] | None = None, *, ro
     # 2. the pilot
     say(announce(profile, fraction, chosen, root))
     base, changes = scale.scaled_root(profile, fraction, Path(cache) / "pilot-root" / profile, root=root,
-                                      purpose="a pilot (memlife.running.pilot)")
+                                      without=tuple(without), purpose="a pilot (memlife.running.pilot)")
     for c in changes:
         say(f"   {c}")
     started, t0 = time.time(), time.perf_counter()
@@ -484,12 +486,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--estimate", type=Path, help="the estimate's JSON to reuse (default: the profile's)")
     ap.add_argument("--out", type=Path, help="the forecast's JSON (it is also written to the profile's usage folder)")
     ap.add_argument("--seed", type=int, default=0, help="of the bootstrap")
+    ap.add_argument("--without", action="append", default=[], metavar="SYSTEM",
+                    help="a MemOps system the pilot leaves out, e.g. temp_lora (local: it sends the endpoint nothing)")
     args = ap.parse_args(argv)
     from memlife.models import endpoints
 
     try:
         report = run(args.profile, args.fraction, args.notebook, estimate_path=args.estimate, out=args.out,
-                     seed=args.seed)
+                     seed=args.seed, without=tuple(args.without))
     except (ValueError, endpoints.LLMError) as exc:  # a profile, an endpoint or a fraction to fix first
         print(f"pilot [{args.profile}]: {exc}", file=sys.stderr)
         return 2
