@@ -169,3 +169,25 @@ def test_an_estimate_says_how_long_the_last_one_took_or_how_big_the_profile_is(i
     again = estimate.announce("smoke", nbs, root=root)
     assert "took 00:30 for 20_longmem_data" in again and "did not run 21_eviction" in again
     assert "changed since" not in again
+
+
+def test_an_estimate_priced_as_another_model_counts_only_what_goes_to_an_api():
+    from memlife.models import accounting
+    from memlife.running import estimate
+
+    est = {"notebooks": [
+        {"notebook": "22_read_restore", "by_role": {
+            "reader": {"live_calls": 10, "prompt_tokens": 2_000_000, "cached_prompt_tokens": 1_000_000,
+                       "completion_tokens": 100_000, "models": ["gpt-4o-mini"]},
+            "judge": {"live_calls": 10, "prompt_tokens": 0, "cached_prompt_tokens": 0, "completion_tokens": 0,
+                      "models": ["smollm2-135m-instruct-q4_1"]}}},
+        {"notebook": "12_memops_eval", "by_role": {
+            "temp_lora": {"live_calls": 5, "prompt_tokens": 9_999, "completion_tokens": 9_999, "models": ["x"]}}}]}
+    r = estimate.repriced(est, "gpt-4.1-mini")
+    p = accounting.list_price("gpt-4.1-mini")  # 0.40 in, 0.10 cached, 1.60 out
+    assert r["calls"] == 10 and r["prompt_tokens"] == 2_000_000
+    assert r["usd_list"] == round(2 * 0.40 + 0.1 * 1.60, 2) == 0.96
+    assert r["usd_list_cached"] == round(1 * 0.40 + 1 * 0.10 + 0.1 * 1.60, 2) == 0.66
+    assert r["usd_batch"] == 0.48 and r["usd_batch_cached"] == 0.33
+    assert r["usd_prompt_share"] == round(0.80 / 0.96, 3)
+    assert p.cached_input == 0.10

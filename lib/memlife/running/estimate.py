@@ -129,6 +129,45 @@ def role_prices(profile: str, rows: list[dict]) -> None:
                     cached_tokens=r.get("cached_prompt_tokens", 0) if cached else 0, batch=batch), 6)
 
 
+def repriced(est: dict, model: str) -> dict:
+    """The estimate's counts priced as if every remote role were `model` (its list price): tokens,
+    and dollars at list and batch price, with and without the modelled prompt cache; the
+    completions are the budgets, so each figure is a ceiling, and `usd_prompt_share` says how much
+    of it the prompts alone make (the part a model's shorter replies cannot lower)."""
+    from memlife.models import accounting, serve
+
+    price = accounting.list_price(model)
+    if price is None:
+        raise SystemExit(f"{model!r} has no list price in memlife.models.accounting; give its price instead")
+    tot = {"prompt_tokens": 0, "cached_prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
+    for row in est["notebooks"]:
+        for role, r in (row.get("by_role") or {}).items():
+            if role not in config.ROLES or all(m.startswith(serve.MODEL_ALIAS) for m in r["models"]):
+                continue  # a local model's (Temp-LoRA, the embedded server): nothing sent to an API
+            tot["calls"] += r["live_calls"]
+            for k in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens"):
+                tot[k] += r.get(k, 0)
+    out = {"model": model, **tot}
+    for key, cached, batch in (("usd_list", False, False), ("usd_list_cached", True, False),
+                               ("usd_batch", False, True), ("usd_batch_cached", True, True)):
+        out[key] = round(price.usd(tot["prompt_tokens"], tot["completion_tokens"],
+                                   cached_tokens=tot["cached_prompt_tokens"] if cached else 0, batch=batch), 2)
+    out["usd_prompt_share"] = round(price.usd(tot["prompt_tokens"], 0) / out["usd_list"], 3) if out["usd_list"] else 0.0
+    return out
+
+
+def render_repriced(rows: list[dict]) -> str:
+    lines = [f"{'as model':<16} {'calls':>9} {'prompt tok':>13} {'cached':>13} {'compl. tok':>12} "
+             f"{'list':>9} {'list+cache':>10} {'batch':>9} {'batch+cache':>11} {'prompts':>8}"]
+    for r in rows:
+        lines.append(f"{r['model']:<16} {r['calls']:>9,} {r['prompt_tokens']:>13,} {r['cached_prompt_tokens']:>13,} "
+                     f"{r['completion_tokens']:>12,} {r['usd_list']:>9,.2f} {r['usd_list_cached']:>10,.2f} "
+                     f"{r['usd_batch']:>9,.2f} {r['usd_batch_cached']:>11,.2f} {r['usd_prompt_share']:>8.0%}")
+    lines.append("US dollars, ceilings: every completion at its whole budget; 'prompts' is the share of the list "
+                 "price the prompts alone make")
+    return "\n".join(lines)
+
+
 def run(profile: str, notebooks: list[str] | None = None, *, root: Path | None = None, quiet: bool = True,
         dest: Path | None = None) -> dict:
     """Run `notebooks` (default: every one that calls a model) in estimate mode; the estimate, as
@@ -339,7 +378,15 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="quick", help="any configs/<name>.yaml")
     ap.add_argument("--notebook", action="append", help="only this notebook (repeatable); default: all that call a model")
+    ap.add_argument("--as", dest="as_models", action="append", metavar="MODEL",
+                    help="no new estimate: the last one's counts priced as if every API role were MODEL (repeatable)")
     args = ap.parse_args(argv)
+    if args.as_models:
+        est = read(default_path(args.profile))
+        if est is None:
+            raise SystemExit(f"no estimate of {args.profile} at {default_path(args.profile)}: run it first")
+        print(render_repriced([repriced(est, m) for m in args.as_models]))
+        return 0
     print(announce(args.profile, list(args.notebook or CALLING)), flush=True)
     est = run(args.profile, args.notebook)
     print(render(est))
