@@ -191,3 +191,15 @@ def test_an_estimate_priced_as_another_model_counts_only_what_goes_to_an_api():
     assert r["usd_batch"] == 0.48 and r["usd_batch_cached"] == 0.33
     assert r["usd_prompt_share"] == round(0.80 / 0.96, 3)
     assert p.cached_input == 0.10
+
+
+def test_a_local_models_own_role_is_priced_at_nothing_and_sent_nowhere(isolated_llm, monkeypatch):
+    from memlife.running import estimate, pilot
+
+    monkeypatch.setenv("MEMLIFE_ROOT", str(ROOT))
+    rows = [{"notebook": "12_memops_eval", "by_role": {
+        "temp_lora": {"live_calls": 3, "prompt_tokens": 900, "cached_prompt_tokens": 0, "completion_tokens": 30,
+                      "models": ["temp-lora"]}}}]
+    estimate.role_prices("smoke", rows)  # Temp-LoRA answers under a role of its own, which no endpoint has
+    assert rows[0]["by_role"]["temp_lora"]["usd_list"] == 0.0
+    assert pilot.units_from({"notebooks": rows}, {}, lambda nb, role: pytest.fail(f"asked for {role}")) == []

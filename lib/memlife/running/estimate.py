@@ -113,12 +113,13 @@ def role_prices(profile: str, rows: list[dict]) -> None:
     track, and the dollars four ways: list price without and with the modelled prompt cache
     (`usd_list`, `usd_list_cached`, which is `usd`), and the Batch API's price without and with it
     (`usd_batch`, `usd_batch_cached`); None where the model is unpriced."""
-    from memlife.models import endpoints, llm
+    from memlife.models import accounting, endpoints, llm
 
     for row in rows:
         endpoints.configure(profile, track=config.track_of(row["notebook"]))
         for role, r in (row.get("by_role") or {}).items():
-            price = llm.get_client(role).price()
+            # A local model's own generations (Temp-LoRA's: a role of its own) cost nothing and go to no endpoint.
+            price = llm.get_client(role).price() if role in config.ROLES else accounting.Price(0.0, 0.0, 0.0)
             r["price_per_mtok"] = None if price is None else {
                 "input": price.input, "output": price.output, "cached_input": price.cached_input,
                 "batch_factor": price.batch_factor}

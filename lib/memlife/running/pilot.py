@@ -248,8 +248,8 @@ def units_from(est: dict, calls: dict[tuple[str, str], list[dict]], endpoint_of)
     units = []
     for row in est["notebooks"]:
         for role, r in sorted((row.get("by_role") or {}).items()):
-            if not r["live_calls"]:
-                continue
+            if not r["live_calls"] or role not in config.ROLES:
+                continue  # nothing to send; or a local model's generations (Temp-LoRA), which go to no endpoint
             price, ep = endpoint_of(row["notebook"], role)
             lines = calls.get((row["notebook"], role), [])
             seen, completions, live = set(), [], []
