@@ -192,3 +192,25 @@ def test_a_memops_run_says_when_most_replies_are_malformed_or_a_store_stayed_emp
     assert evaluate.run_notices(cut[cut.system == "bm25_turn"], ingested.iloc[1:]) == [
         "contexts cut to fit the reader's window (oldest turns dropped): bm25_turn/adjacent 2 of 2, "
         "2,000 tokens on average"]
+
+
+def test_the_closing_summary_says_what_the_prompt_cache_and_the_batch_api_saved(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "paper.yaml").write_text("common: {}\nnotebooks: {}\n")
+    usage = tmp_path / "results" / "paper" / "usage"
+    usage.mkdir(parents=True)
+    (tmp_path / "notebooks" / "22_read_restore.ipynb").write_text("{}")
+    (usage / "22_read_restore.json").write_text(json.dumps({
+        "notebook": "22_read_restore", "profile": "paper", "wall_s": 5.0, "calls": 3, "cached_calls": 1,
+        "live_calls": 2, "prompt_tokens": 9000, "cached_prompt_tokens": 4096, "completion_tokens": 30,
+        "usd_estimate": 0.001, "usd_saved": 0.0003, "outputs": [], "notices": []}))
+    (usage / "batch.calls.jsonl").write_text("".join(json.dumps(
+        {"role": "reader", "model": "gpt-4o-mini", "request_id": f"k{i}", "cached": False, "source": "batch",
+         "prompt_tokens": 1000, "cached_prompt_tokens": 0, "completion_tokens": 10, "batch": True,
+         "latency_s": 0.0, "usd": 0.0000780, "usd_saved": 0.0000780}) + "\n" for i in range(2)))
+    lines = runner.summary("paper", tmp_path).splitlines()
+    assert ("of the prompt tokens sent, 4,096 came from the provider's prompt cache; it and the Batch API took "
+            "$0.0003 off the list price") in lines
+    assert ("sent through the Batch API (make batch): 2 replies, $0.0002 at the batch price, $0.0002 below the "
+            "list price (results/paper/usage/batch.calls.jsonl)") in lines
