@@ -1,11 +1,14 @@
-"""`make estimate` against the run it estimates: the restore track's notebooks at the smoke profile,
-estimated with nothing sent, then run against the strict emulator playing a reasoning model."""
+"""`make estimate`, `make pilot` and `make batch` against the run they stand for: the restore track's
+notebooks at the smoke profile, estimated with nothing sent, piloted, run, and sent through the
+Batch API, against the loopback stand-in of OpenAI's API (tests/batchserver.py) playing a
+reasoning model with a prompt cache."""
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from strictserver import StrictServer
+from batchserver import BatchServer
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ["20_longmem_data", "21_eviction", "22_read_restore"]
@@ -33,21 +36,31 @@ def _whole_run(usage: Path, notebooks: list[str]) -> dict[str, dict]:
     return out
 
 
+def _records(project: Path) -> pd.DataFrame:
+    files = sorted((project / "results" / "smoke" / "restore" / "records").glob("*.parquet"))
+    assert files, f"no records under {project}"
+    df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    return df.sort_values(list(df.columns[:8])).reset_index(drop=True)
+
+
 @pytest.mark.slow
-def test_the_estimate_counts_the_calls_the_run_makes_and_a_pilot_forecasts_its_tokens_and_dollars(
+def test_the_estimate_counts_the_run_a_pilot_forecasts_it_and_a_batch_run_gives_its_records(
         isolated_llm, monkeypatch, tmp_path):
     """The smoke profile with two questions: estimated with nothing sent; a pilot at half of it (one
-    question) sent to the strict emulator playing a reasoning model with OpenAI's prompt cache; then
-    the whole run, which finds the pilot's replies in the cache and sends none of them again."""
+    question) sent to the emulator playing a reasoning model with OpenAI's prompt cache; then the
+    whole run, which finds the pilot's replies in the cache and sends none of them again; then, from
+    an empty cache, `make batch`: waves through the Batch API until nothing is left, after which
+    the notebooks send nothing and their records are the synchronous run's. (One test, so that the
+    notebooks run as few times as the checks need.)"""
     from memlife.base import config
     from memlife.models import reply_cache
-    from memlife.running import estimate, pilot, runner, scale
+    from memlife.running import batch, estimate, pilot, runner, scale
 
     cfg = config.load_profile("smoke", ROOT)
     cfg["notebooks"]["20_longmem_data"]["n_questions"] = 2
     root = scale.write_root(tmp_path / "project", "smoke", cfg, note="smoke with two questions", root=ROOT)
     monkeypatch.setenv("MEMLIFE_ROOT", str(root))
-    with StrictServer(prompt_cache=True) as s:
+    with BatchServer(prompt_cache=True) as s:
         monkeypatch.setenv("MEMLIFE_BASE_URL", s.base_url)
         monkeypatch.setenv("MEMLIFE_MODEL", "gpt-5-mini")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
@@ -72,8 +85,31 @@ def test_the_estimate_counts_the_calls_the_run_makes_and_a_pilot_forecasts_its_t
         scratch = estimate.prepare("smoke", root, kind="rehearsal")
         monkeypatch.setenv("MEMLIFE_ROOT", str(scratch))
         ran = [runner.run_notebook(n, "smoke", root=scratch, quiet=True) for n in NOTEBOOKS]
+        bodies = [json.dumps(b, sort_keys=True) for b in s.bodies]
+
+        # make batch, from an empty cache: the reads wait for the importance scores, the judges for the reads.
+        monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "batch-cache"))
+        monkeypatch.setenv("MEMLIFE_SPEND_CAP_USD", "5")
+        monkeypatch.setenv("MEMLIFE_SPEND_RUN", "estimate-test-batch")
+        project = estimate.prepare("smoke", root, kind="batch-project")
+        monkeypatch.setenv("MEMLIFE_ROOT", str(project))
+        said: list[str] = []
+        state = batch.run("smoke", NOTEBOOKS, root=project, poll_s=0, say=said.append)
+        chat = len(s.bodies) - len(bodies) - sum(s.batch_lines_processed.values())
+        batched = _records(estimate.scratch_root("smoke", project, kind="batch"))
+        monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))  # the pilot's and the run's, checked below
     assert s.rejected == []
-    bodies = [json.dumps(b, sort_keys=True) for b in s.bodies]
+    waves = state["waves"]
+    assert len(waves) >= 3 and waves[-1]["requests"] == 0, said
+    assert waves[0]["notebooks"]["22_read_restore"] == {"waits_for": ["21_eviction"]}
+    assert sum(w.get("imported", 0) for w in waves) == sum(s.batch_lines_processed.values()) > 0
+    assert chat == 0  # nothing sent one by one: these notebooks ingest no memories
+    # Each notebook's last collecting run found every request in the cache: the run after the
+    # waves sends nothing (a notebook's last wave is the one in which it was done).
+    for nb in NOTEBOOKS:
+        last = [w["notebooks"][nb] for w in waves if nb in w["notebooks"] and "waits_for" not in w["notebooks"][nb]][-1]
+        assert (last["pending"], last["deferred"], last["sent_at_once"]) == (0, 0, 0), (nb, last)
+    pd.testing.assert_frame_equal(batched, _records(scratch))
     assert len(set(bodies)) == len(bodies)  # nothing was sent twice
     assert len(bodies) - by_pilot == sum(r["live_calls"] for r in ran)
     pilot_usage = Path(report["scratch"]) / "results" / "smoke" / "usage"
