@@ -144,16 +144,20 @@ def usage_dir() -> Path:
     return paths.layout(profile).usage if profile else paths.adhoc_usage()
 
 
-def _log_call(rec: dict) -> None:
-    d = usage_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(rec, sort_keys=True) + "\n"
-    # One write() on an O_APPEND descriptor: lines from concurrent processes never interleave.
-    fd = os.open(d / f"{endpoints.run_name()}.calls.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def append_line(path: Path, rec: dict) -> None:
+    """Append `rec` as one JSON line to `path`, creating its folder: one write() on an O_APPEND
+    descriptor, so lines from concurrent threads and processes never interleave."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, line.encode())
+        os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def _log_call(rec: dict) -> None:
+    append_line(usage_dir() / f"{endpoints.run_name()}.calls.jsonl", rec)
 
 
 def _account(role: str, c: Completion, price: PriceFn | None = None) -> None:

@@ -252,14 +252,7 @@ def _collect(line: dict) -> None:
     if not where:
         raise endpoints.LLMError(f"MEMLIFE_LLM_MODE=collect needs {COLLECT_DIR_ENV}, the folder the requests are "
                                  "collected in (memlife.running.batch sets it)")
-    Path(where).mkdir(parents=True, exist_ok=True)
-    data = (json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-    # One write() on an O_APPEND descriptor: lines from a notebook's threads never interleave.
-    fd = os.open(Path(where) / f"{os.getpid()}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+    accounting.append_line(Path(where) / f"{os.getpid()}.jsonl", line)
 
 
 ESTIMATE_SEEN_ENV = "MEMLIFE_ESTIMATE_SEEN"
