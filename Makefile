@@ -3,9 +3,13 @@
 #                             of the model's replies; everything lands under results/quick/
 #   make reproduce LIVE=1     the same, every reply asked of the model again (may differ by CPU)
 #   make publish              the quick run's tables, figures and replies become the committed ones
-#                             (results/tables/, figures/, results/replies/quick.*)
+#                             (results/tables/, figures/, results/replies/quick.*), and the results
+#                             page is written (results/notebooks/index.html and its picture, index.png)
+#   make results-page         the results page alone, again, from the committed results (no run)
+#   make chromium             headless Chromium (Debian's package), which draws the page's picture
 #   make export-replies       record the last run's replies (results/replies/$(PROFILE).jsonl.gz)
 #   make estimate PROFILE=paper   what a run would send and cost, before sending anything
+#   make power PROFILE=paper  how large a run each claim needs: its power at a grid of sizes (no model call)
 #   make pilot PROFILE=paper FRACTION=0.01   a fraction run for real, forecasting the whole run
 #   make batch PROFILE=paper  every request sent through the endpoint's Batch API (half price), in waves
 #   make smoke                every notebook at the smoke profile (what CI and nbval run)
@@ -147,7 +151,7 @@ LIB := $(shell find lib -name '*.py' -o -name '*.txt' 2>/dev/null)
 # A recipe that fails leaves no target behind for the next make to take as done.
 .DELETE_ON_ERROR:
 
-.PHONY: env env-live env-replay llama-server memos-env lock lint publish smoke-recording export-replies estimate pilot batch llama-source llama-native bench-build longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
+.PHONY: env env-live env-replay llama-server memos-env lock lint publish results-page chromium smoke-recording export-replies estimate power pilot batch llama-source llama-native bench-build longmemeval ultrachat reproduce smoke run data stats figures test test-unit test-notebooks bench clean clean-cache help
 .DEFAULT_GOAL := help
 
 help:
@@ -277,9 +281,9 @@ $(NB_DIR)/24_robustness.ipynb: $(NB_DIR)/22_read_restore.ipynb
 nb = $(filter $(addprefix $(NB_DIR)/,$(addsuffix .ipynb,$(1))),$(EXECUTED))
 data: $(call nb,10_memops_build 20_longmem_data)
 run: $(call nb,12_memops_eval 21_eviction 22_read_restore)
-# 14_memops_controls and 25_restore_controls build their own paper-scale data offline: no
-# notebook before them.
-stats figures: $(call nb,11_memops_stats 13_memops_tables 14_memops_controls 23_decomposition 24_robustness 25_restore_controls)
+# 14_memops_controls and 25_restore_controls build their own paper-scale data offline, and 01_power
+# simulates its runs: no notebook before them.
+stats figures: $(call nb,01_power 11_memops_stats 13_memops_tables 14_memops_controls 23_decomposition 24_robustness 25_restore_controls)
 
 # The closing summary: what ran in this make, its calls and cost, what it wrote, what it flagged.
 reproduce: $(EXECUTED)
@@ -289,7 +293,8 @@ reproduce: $(EXECUTED)
 # profile, quick included, never changes them by itself.
 # The executed notebooks it commits are a replay's, as a reader's `make reproduce` makes them (a
 # live run's also show Temp-LoRA's training and the server's timings); the tables are the same.
-publish:
+# The results page's picture needs Chromium: checked (and installed) before the hour of running.
+publish: chromium
 	@rm -rf results/quick data/quick  # a resumed notebook's calls log lacks the calls of the work it kept
 	@$(MAKE) --no-print-directory reproduce PROFILE=quick
 	@$(PY) -m memlife.models.replies_export export --profile quick
@@ -297,10 +302,38 @@ publish:
 	@MEMLIFE_LLM_MODE=replay $(MAKE) --no-print-directory reproduce PROFILE=quick
 	@$(PY) -m memlife.running.publish publish --profile quick
 
+# The page a reader lands on, results/notebooks/index.html, and index.png, what Chromium draws of it,
+# written again from what is committed: README's figures and captions, the tables' key numbers
+# (memlife.running.results_page). No notebook runs.
+results-page: chromium | $(ENV_STAMP)
+	@$(PY) -m memlife.running.publish page
+
+# Headless Chromium draws the results page. Debian's package, installed where it is missing and
+# apt-get can run (as root); anywhere else the error says what to install. MEMLIFE_CHROMIUM names
+# another browser binary instead. The names are memlife.running.results_page's.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
+chromium:
+	@[ -z "$${MEMLIFE_CHROMIUM:-}" ] || exit 0; \
+	for b in $(CHROMIUM_NAMES); do command -v $$b >/dev/null 2>&1 && exit 0; done; \
+	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "== [env] installing Chromium (Debian's chromium package), which draws results/notebooks/index.png"; \
+	  $(call logged,apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium); \
+	  command -v chromium >/dev/null 2>&1 || { echo "make chromium: apt-get installed chromium, yet there is no chromium command" >&2; exit 1; }; \
+	else \
+	  echo "make chromium: no Chromium here, and apt-get cannot install it (it needs apt-get and root)." >&2; \
+	  echo "  Install Chromium yourself (Debian/Ubuntu: sudo apt-get install chromium; elsewhere your system's chromium, chromium-browser or Google Chrome), or set MEMLIFE_CHROMIUM to a Chromium or Chrome binary." >&2; \
+	  exit 2; \
+	fi
+
 # What a run would send and cost, before any call is made (memlife.running.estimate); NB=NN_name for one
 # notebook (or several, space-separated). It needs no llama-server and no endpoint key.
 estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MEMOS_STAMP)
 	@$(PY) -m memlife.running.estimate --profile $(PROFILE) $(foreach n,$(NB),--notebook $(n))
+
+# Each claim's power at a grid of sizes, simulated at the papers' effect sizes and analysed with the
+# notebooks' code (memlife.running.power; notebook 01 draws it): results/$(PROFILE)/power.json.
+power: | $(ENV_STAMP)
+	@$(PY) -m memlife.running.power --profile $(PROFILE) --out $(RUN_DIR)/power.json
 
 # The whole run forecast from a fraction of it run for real (memlife.running.pilot):
 #   make pilot PROFILE=paper FRACTION=0.02 [NB=22_read_restore] [WITHOUT=temp_lora] [OUT=forecast.json]

@@ -1,5 +1,4 @@
-"""The committed executed notebooks: stable across replays, figures inline, an index that links them."""
-from html.parser import HTMLParser
+"""The committed executed notebooks: stable across replays, figures inline (their index: test_results_page)."""
 from pathlib import Path
 
 import nbformat
@@ -50,44 +49,34 @@ def test_normalize_takes_out_what_a_replay_changes_and_keeps_what_the_run_showed
     assert str(tmp_path) not in nbformat.writes(a)
 
 
-class _Links(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.links = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "a":
-            self.links.append(dict(attrs)["href"])
-
-
-def test_publish_writes_each_notebook_its_html_and_an_index_that_links_them_and_a_replay_changes_nothing(tmp_path):
+def test_publish_writes_each_notebook_and_its_html_keeps_the_results_page_and_a_replay_changes_nothing(tmp_path):
     run = tmp_path / "results" / "quick" / "notebooks"
     run.mkdir(parents=True)
     for name in ("10_first", "20_second"):
         nbformat.write(_run(tmp_path, 2.0, "2026-12-03T01:00:00"), run / f"{name}.ipynb")
     (run / "20_second.FAILED.ipynb").write_text("{}")  # not an executed notebook: never published
-    changed = executed.publish(run, tmp_path)
     dest = tmp_path / "results" / "notebooks"
-    assert sorted(changed) == sorted(p.name for p in dest.iterdir()) == [
-        "10_first.html", "10_first.ipynb", "20_second.html", "20_second.ipynb", "index.html"]
-
-    parser = _Links()
-    parser.feed((dest / "index.html").read_text())
-    assert parser.links == ["10_first.html", "10_first.ipynb", "20_second.html", "20_second.ipynb"]
-    assert all((dest / link).is_file() for link in parser.links)
-    assert "99 A notebook" in (dest / "index.html").read_text()
-    page = (dest / "10_first.html").read_text()
-    assert "data:image/png;base64," in page and str(tmp_path) not in page
+    dest.mkdir(parents=True)
+    page = ("index.html", "index.png", "published.json")  # results_page's, written after these
+    for name in page:
+        (dest / name).write_text("the results page")
+    changed = executed.publish(run, tmp_path)
+    assert sorted(changed) == ["10_first.html", "10_first.ipynb", "20_second.html", "20_second.ipynb"]
+    assert sorted(p.name for p in dest.iterdir()) == sorted(changed + list(page))
+    assert all((dest / name).read_text() == "the results page" for name in page)
+    html_page = (dest / "10_first.html").read_text()
+    assert "data:image/png;base64," in html_page and str(tmp_path) not in html_page and "99 A notebook" in html_page
+    assert executed.title(nbformat.read(dest / "10_first.ipynb", as_version=4), "x") == "99 A notebook"
     assert executed.inline_images(dest / "10_first.ipynb") == 1
 
     # The same run replayed later: other timings, same outputs: nothing changes.
     for name in ("10_first", "20_second"):
         nbformat.write(_run(tmp_path, 7.0, "2026-12-09T11:11:11"), run / f"{name}.ipynb")
     assert executed.publish(run, tmp_path) == []
-    # A notebook the run no longer has is removed, with its page and its index line.
+    # A notebook the run no longer has is removed with its page; the results page stays.
     (run / "20_second.ipynb").unlink()
-    assert sorted(executed.publish(run, tmp_path)) == [
-        "20_second.html (removed)", "20_second.ipynb (removed)", "index.html"]
+    assert sorted(executed.publish(run, tmp_path)) == ["20_second.html (removed)", "20_second.ipynb (removed)"]
+    assert all((dest / name).is_file() for name in page)
 
 
 @pytest.mark.slow

@@ -11,6 +11,8 @@
   and vLLM's `run_batch` files.
 - `publish`: a finished run's tables and figures made the committed ones (`make publish`).
 - `executed`: executed notebooks normalized and rendered to HTML for results/notebooks/.
+- `results_page`: the page a reader lands on, results/notebooks/index.html (the README's findings, a
+  key number per notebook, the run's profile and commit) and its picture by headless Chromium.
 
 Imports: everything below it (base, models, the shared science, both tracks). Nothing imports it.
 """

@@ -1,8 +1,9 @@
 """The quick run's executed notebooks as committed documents a reader opens without running anything.
 
 `make publish` writes, from the run it just made, every executed notebook with its outputs (figures
-inline) into `results/notebooks/`, an HTML rendering of each beside it, and `index.html` linking them
-all. The source notebooks in `notebooks/` stay output-free.
+inline) into `results/notebooks/` and an HTML rendering of each beside it; the page that links them,
+`index.html`, is `memlife.running.results_page`'s. The source notebooks in `notebooks/` stay
+output-free.
 
 What a replay of the same run changes is taken out, so that a replayed publish leaves git clean:
 papermill's and the kernel's timings and paths (notebook and cell metadata), what went to stderr
@@ -17,7 +18,6 @@ duration to stderr. `make publish` publishes a replay of the run it made, as a r
 from __future__ import annotations
 
 import copy
-import html
 import json
 from pathlib import Path
 
@@ -93,38 +93,25 @@ def render_html(nb: nbformat.NotebookNode) -> str:
     return body
 
 
-def index_html(entries: list[tuple[str, str]]) -> str:
-    """The index page: one link per (file name stem, title), in notebook order."""
-    items = "\n".join(f'<li><a href="{html.escape(stem)}.html">{html.escape(stem)}</a> — {html.escape(t)} '
-                      f'(<a href="{html.escape(stem)}.ipynb">notebook</a>)</li>' for stem, t in entries)
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>memlife: the quick run's "
-            "notebooks</title></head>\n<body>\n<h1>memlife: the quick run's executed notebooks</h1>\n"
-            "<p>Every notebook as <code>make reproduce</code> ran it at the quick profile, with its outputs. "
-            "The sources, without outputs, are in <code>notebooks/</code>.</p>\n"
-            f"<ul>\n{items}\n</ul>\n</body>\n</html>\n")
-
-
 def publish(executed_dir: Path, root: Path) -> list[str]:
-    """Write every executed notebook of `executed_dir` (NN_name.ipynb), normalized, with its HTML
-    and the index, into root/results/notebooks/; a file whose bytes would not change is left
-    alone and one no longer made is removed. Returns the files that changed."""
+    """Write every executed notebook of `executed_dir` (NN_name.ipynb), normalized, with its HTML,
+    into root/results/notebooks/; a file whose bytes would not change is left alone and a notebook
+    (or its page) no longer made is removed. The results page and its record beside them are
+    results_page's, and stay. Returns the files that changed."""
     dest = Path(root).joinpath(*FOLDER)
     dest.mkdir(parents=True, exist_ok=True)
     made: dict[str, str] = {}
-    entries = []
     for path in sorted(p for p in Path(executed_dir).glob("[0-9][0-9]_*.ipynb") if "." not in p.stem):
         nb = normalize(nbformat.read(path, as_version=4), root)
         made[path.name] = nbformat.writes(nb) + "\n"
         made[f"{path.stem}.html"] = render_html(nb)
-        entries.append((path.stem, title(nb, path.stem)))
-    made["index.html"] = index_html(entries)
     changed = []
     for name, text in made.items():
         target = dest / name
         if not target.is_file() or target.read_text() != text:
             target.write_text(text)
             changed.append(name)
-    for stale in sorted(p for p in dest.iterdir() if p.is_file() and p.name not in made):
+    for stale in sorted(p for p in dest.glob("[0-9][0-9]_*") if p.is_file() and p.name not in made):
         stale.unlink()
         changed.append(f"{stale.name} (removed)")
     return changed

@@ -1,8 +1,11 @@
 """Publishing: a finished run's tables and figures become the committed ones.
 
 ``python -m memlife.running.publish publish --profile quick`` (the last step of ``make publish``)
-copies them to results/tables/ and figures/ and writes the executed notebooks' HTML
-(``memlife.running.executed``); a committed file the run no longer writes is removed.
+copies them to results/tables/ and figures/, writes the executed notebooks' HTML
+(``memlife.running.executed``), records the run's profile and commit, and writes the results page
+from what is now committed (``memlife.running.results_page``); a committed file the run no longer
+writes is removed. ``python -m memlife.running.publish page`` (``make results-page``) writes the
+results page alone, from the committed results, without any run.
 """
 from __future__ import annotations
 
@@ -51,16 +54,29 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("publish", help="a profile's tables, figures and executed notebooks become the committed ones")
     p.add_argument("--profile", default=None, help="default: the committed profile (quick)")
+    sub.add_parser("page", help="results/notebooks/index.html and index.png written again from the committed results")
     args = ap.parse_args(argv)
     from memlife.base import paths
-    from memlife.running import executed
+    from memlife.running import executed, results_page
 
-    profile = args.profile or paths.COMMITTED_PROFILE
-    changed = publish(profile)
-    lay = paths.layout(profile)
-    changed["/".join(executed.FOLDER)] = executed.publish(lay.notebooks, lay.root)
-    for folder, files in changed.items():
-        print(f"== published {folder}/: " + (f"{len(files)} changed: {', '.join(files)}" if files else "unchanged"))
+    root = paths.repo_root()
+    folder = "/".join(executed.FOLDER)
+    try:
+        if args.command == "page":
+            changed = {folder: results_page.write(root)}
+        else:
+            results_page.chromium()  # before anything is copied: the page's picture needs it
+            profile = args.profile or paths.COMMITTED_PROFILE
+            changed = publish(profile)
+            lay = paths.layout(profile)
+            changed[folder] = executed.publish(lay.notebooks, lay.root)
+            if results_page.write_record(lay.root, profile):
+                changed[folder].append(results_page.RECORD)
+            changed[folder] += results_page.write(lay.root)
+    except results_page.PageError as e:
+        raise SystemExit(f"publish: {e}") from None
+    for where, files in changed.items():
+        print(f"== published {where}/: " + (f"{len(files)} changed: {', '.join(files)}" if files else "unchanged"))
     return 0
 
 
