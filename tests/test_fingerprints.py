@@ -2,6 +2,7 @@
 (results/<profile>/fingerprints/NAME.txt: parameters after inheritance, the models of the roles
 it calls, the recording it replays), rewritten only when it changes. Read with `make -n` in a copy
 of the project after a simulated run: executed copies present, fingerprints written before them."""
+import hashlib
 import json
 import os
 import re
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memlife.base import config
+from memlife.base import config, plugins
 from memlife.running import estimate, runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +123,8 @@ def test_a_profile_that_extends_one_with_a_recording_replays_it_without_building
     ("extends: quik\n", r"configs/myexp.yaml: extends 'quik': unknown profile 'quik'.*\(did you mean quick\?\)"),
     ("extends: quick\nspend_cap: 5\n", r"configs/myexp.yaml: spend_cap is not a profile field "
                                        r"\(did you mean spend_cap_usd\?\)"),
+    ("extends: quick\nnotebooks:\n  21_eviction:\n    policies: [fifo, 'my_polcy:longest_first']\n",
+     r"profile 'myexp', notebooks.21_eviction.policies: cannot find module 'my_polcy'.*PYTHONPATH"),
 ])
 def test_a_misspelled_key_stops_the_run_at_once_naming_it(repo, body, words):
     (repo / "configs" / "myexp.yaml").write_text(body)
@@ -188,6 +191,101 @@ def test_a_base_url_with_credentials_is_written_without_them():
     assert "hunter2" not in json.dumps(fp) and "s3cret" not in json.dumps(fp)
     assert written("https://gw.example/v1?api-version=2025-01-01") != fp  # what the endpoint answers changed
     assert written("http://127.0.0.1:8080/v1")["base_url"] == "http://127.0.0.1:8080/v1"
+
+
+# --------------------------------------------------------------------------- code a profile brings in
+
+MY_POLICY = ("from memlife.restore.evict import by_priority\n\n\n"
+             "def longest_first(units, budget, ctx):\n"
+             "    return by_priority(units, budget, key=lambda u: -u.tokens)\n")
+MY_MEMORY = ("class RecentTurns:\n    name = 'recent'\n    model_free = True\n\n"
+             "    def __init__(self, ctx):\n        self.reader = ctx.reader\n")
+
+
+def test_editing_a_plug_in_reruns_exactly_the_notebooks_that_use_it(repo):
+    """A policy and a memory system of one's own in the project root (docs/extending.md), named by
+    a profile that extends smoke. After a run, editing the policy's file reruns 21 (and 23, which
+    resolves 21's policies) and through the DAG 22 and 24, and MemOps nothing; the system's file,
+    12 and 13 only. A file edited back is current again."""
+    (repo / "my_policy.py").write_text(MY_POLICY)
+    (repo / "my_memory.py").write_text(MY_MEMORY)
+    (repo / "configs" / "myexp.yaml").write_text(
+        "extends: smoke\nnotebooks:\n  12_memops_eval: {systems: [long_context, 'my_memory:RecentTurns']}\n"
+        "  21_eviction: {policies: [fifo, random, no_evict, control, 'my_policy:longest_first']}\n")
+    simulate_run(repo, "myexp")
+    stamps = repo / "results" / "myexp" / "fingerprints"
+
+    def plugins_of(nb: str) -> dict | None:
+        return json.loads((stamps / f"{nb}.txt").read_text().split("\n", 1)[1]).get("plugins")
+
+    policy = {"my_policy": {"file": "my_policy.py", "sha256": hashlib.sha256(MY_POLICY.encode()).hexdigest()}}
+    assert plugins_of("21_eviction") == plugins_of("23_decomposition") == {"policy": policy}
+    assert plugins_of("12_memops_eval")["system"]["my_memory"]["file"] == "my_memory.py"
+    assert all(plugins_of(nb) is None for nb in NOTEBOOKS
+               if nb not in ("12_memops_eval", "21_eviction", "23_decomposition"))
+    assert would_run(make_n(repo, "PROFILE=myexp"), "myexp") == set()
+
+    (repo / "my_policy.py").write_text(MY_POLICY + "# ties: the oldest first\n")
+    plan = make_n(repo, "PROFILE=myexp")
+    assert would_run(plan, "myexp") == {"21_eviction", "22_read_restore", "23_decomposition", "24_robustness"}
+    assert "== [myexp] 21_eviction rests on changed code: policy module my_policy (my_policy.py)" in plan.stdout
+    assert "== [myexp] 23_decomposition rests on changed code: policy module my_policy" in plan.stdout
+
+    (repo / "my_policy.py").write_text(MY_POLICY)
+    (repo / "my_memory.py").write_text(MY_MEMORY + "    keep = 12\n")
+    plan = make_n(repo, "PROFILE=myexp")
+    assert would_run(plan, "myexp") == {"12_memops_eval", "13_memops_tables"}
+    assert "12_memops_eval rests on changed code: system module my_memory (my_memory.py)" in plan.stdout
+
+
+def test_a_named_module_is_hashed_where_python_finds_it_without_being_run(tmp_path, monkeypatch):
+    """Outside the project on sys.path; a package by all its files; a missing one by profile key."""
+    (tmp_path / "lab_policy.py").write_text("raise SystemExit('never run')\n")
+    (tmp_path / "labpkg").mkdir()
+    (tmp_path / "labpkg" / "__init__.py").write_text("")
+    (tmp_path / "labpkg" / "helpers.py").write_text("K = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    where = "profile 'myexp', notebooks.21_eviction.policies"
+    found = plugins.sources(["fifo", "lab_policy:f", "lab_policy:g", "labpkg:P"], where)
+    assert found["lab_policy"] == {"file": str((tmp_path / "lab_policy.py").resolve()),
+                                   "sha256": hashlib.sha256(b"raise SystemExit('never run')\n").hexdigest()}
+    assert set(found) == {"lab_policy", "labpkg"} and "lab_policy" not in sys.modules
+    (tmp_path / "labpkg" / "helpers.py").write_text("K = 2\n")
+    assert plugins.source_digest("labpkg", where)["sha256"] != found["labpkg"]["sha256"]
+    with pytest.raises(ValueError, match=r"notebooks\.21_eviction\.policies: cannot find module 'lab_polcy'"):
+        plugins.sources(["lab_polcy:f"], where)
+
+
+def test_the_rerun_message_names_settings_and_each_changed_module_with_its_file():
+    fp = {"plugins": {"policy": {"lab.policies": {"file": "lab/policies.py", "sha256": "ab"}}}}
+    said = runner.rerun_reasons(["parameters.seeds", "plugins.policy.lab.policies.sha256",
+                                 "plugins.system.gone.file", "plugins.system.gone.sha256"], fp)
+    assert said == ("changed settings: parameters.seeds; changed code: policy module lab.policies "
+                    "(lab/policies.py), system module gone (no longer named)")
+
+
+def _resolve_calls() -> list[tuple[str, str]]:
+    """(where the call runs: a notebook's name or a library module's path, the profile key it names)
+    for every resolve_systems / resolve_policies call that names one."""
+    cells = {nb: json.loads((ROOT / "notebooks" / f"{nb}.ipynb").read_text())["cells"] for nb in NOTEBOOKS}
+    texts = {nb: "".join("".join(c["source"]) for c in cs if c["cell_type"] == "code") for nb, cs in cells.items()}
+    texts.update({str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "lib" / "memlife").rglob("*.py")})
+    out = []
+    for where, text in texts.items():
+        for call in re.finditer(r"resolve_(?:systems|policies)\(", text):
+            key = re.search(r"notebooks\.(\d\d_\w+\.\w+)", text[call.end():call.end() + 300])
+            if key:
+                out.append((where, key.group(1)))
+    return out
+
+
+def test_every_parameter_that_takes_a_plug_in_is_in_the_table_with_the_notebooks_that_resolve_it():
+    calls = _resolve_calls()
+    assert {"12_memops_eval.systems", "21_eviction.policies", "25_restore_controls.policies"} <= {k for _, k in calls}
+    for where, key in calls:
+        assert key in plugins.PARAMETERS, f"{where} resolves {key}, which plugins.PARAMETERS does not name"
+        if where in NOTEBOOKS:
+            assert where in plugins.PARAMETERS[key][1], f"{where} resolves {key}: not among its notebooks"
 
 
 # --------------------------------------------------------------------------- one source of truth

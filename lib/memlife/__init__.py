@@ -21,6 +21,12 @@ try:
 except Exception:  # running from a source tree without install
     __version__ = "0+src"
 
+# An old module name (the layout of 2026-12-03) fails naming where it went, after every real
+# module has been looked for: memlife.base.moved.
+from memlife.base import moved as _moved
+
+_moved.install()
+
 if _os.environ.get("MEMLIFE_LOG"):  # a kernel the runner started: logs and warnings go to its log file
     from memlife.base.progress import install_kernel_log as _install
 

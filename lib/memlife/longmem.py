@@ -316,3 +316,11 @@ def oracle_path() -> Path:
         raise FileNotFoundError(f"{path}: the {ORACLE_PACKAGE} package is installed but holds no oracle "
                                 f"file; reinstall {ORACLE_PACKAGE_PIN}")
     return path
+
+
+if __name__ == "__main__":  # the command line moved (memlife.base.moved): say where, never exit 0
+    import sys
+
+    from memlife.base import moved
+
+    sys.exit(moved.refuse("memlife.longmem"))

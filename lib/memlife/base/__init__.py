@@ -7,7 +7,9 @@ is shown and spread over cores, how tables and figures are written, and how a pl
 - `progress`: progress bars, notices and the kernel log a notebook run leaves.
 - `parallel`: work spread over processes with bounded workers.
 - `artifacts`: saving tables and figures byte-stable (headless matplotlib, fixed metadata).
-- `plugins`: naming a system or policy of one's own as "module:attr" in a profile.
+- `plugins`: naming a system or policy of one's own as "module:attr" in a profile; the source
+  files such names point at, for the runner's fingerprints.
+- `moved`: modules and command lines that moved, and the error that names where they went.
 
 Imports: nothing else of memlife. Every place above may import it.
 """

@@ -17,12 +17,14 @@ One run of a notebook per profile at a time: a second is refused, naming the pro
 results/<profile>/logs/NAME.lock (two would pay for every request twice and delete each other's
 calls log). A failed or interrupted run leaves no usage summary, not even an earlier run's.
 
-What a notebook's numbers rest on besides the code — its parameters after inheritance, the
+What a notebook's numbers rest on besides the library — its parameters after inheritance, the
 model settings of every role it calls (base URL, model, structured output, sampling; never a
-key) and the SHA-256 of the recording it replays — is its fingerprint,
-results/<profile>/fingerprints/NAME.txt, rewritten only when it changes: make runs a notebook
-again when its fingerprint is newer than its executed copy, so pointing a role at another model
-reruns exactly the notebooks that call it (and, through the DAG, those that read them).
+key), the SHA-256 of the recording it replays, and of the file of every module a profile names
+for it as "module:attr" (a memory system or policy of one's own, `plugins.PARAMETERS`) — is its
+fingerprint, results/<profile>/fingerprints/NAME.txt, rewritten only when it changes: make runs a
+notebook again when its fingerprint is newer than its executed copy, so pointing a role at another
+model reruns exactly the notebooks that call it, and editing one's policy exactly the notebooks
+that use it (and, through the DAG, those that read them).
 
 From the command line the terminal shows one live line per notebook (its progress, model calls,
 an ETA; `memlife.base.progress`) and whatever the project itself has to say; everything else the kernel,
@@ -42,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from memlife.base import config, paths, progress
+from memlife.base import config, paths, plugins, progress
 from memlife.models import accounting, endpoints, llm, replies, spending
 
 # --------------------------------------------------------------------------- fingerprints
@@ -85,11 +87,15 @@ def _sha256(path: Path) -> str | None:
 
 
 def fingerprint(profile: str, notebook: str, root: Path | None = None) -> dict:
-    """What `notebook`'s numbers rest on at `profile`, besides the code: its parameters (the profile
+    """What `notebook`'s numbers rest on at `profile`, besides the library: its parameters (the profile
     resolved: inheritance, common, linked parameters) and, for a notebook that calls a model
     (config.NOTEBOOK_ROLES), each role's endpoint and the recording it replays (its SHA-256, or
-    null when replay is off)."""
+    null when replay is off); for a notebook that uses a plug-in, the source of each module it names
+    (:func:`plugin_sources`)."""
     out: dict = {"parameters": config.notebook_params(profile, notebook, root)}
+    code = plugin_sources(profile, notebook, out["parameters"], root)
+    if code:  # absent otherwise: a profile of the paper's names keeps the fingerprints it had
+        out["plugins"] = code
     roles = config.roles_called(notebook)
     if roles:
         endpoints.configure(profile, track=config.track_of(notebook))
@@ -97,6 +103,42 @@ def fingerprint(profile: str, notebook: str, root: Path | None = None) -> dict:
         recording = replies.active_path()
         out["recording_sha256"] = None if recording is None else (_sha256(recording) or f"missing: {recording}")
     return out
+
+
+def plugin_sources(profile: str, notebook: str, params: dict, root: Path | None = None) -> dict:
+    """{kind: {module: {"file", "sha256"}}} for every "module:attr" name of the profile parameters
+    `notebook` rests on (plugins.PARAMETERS; `params` are its own). Editing such a module changes
+    exactly these notebooks' fingerprints; the DAG reruns those after them."""
+    root = Path(root) if root else paths.repo_root()
+    out: dict[str, dict] = {}
+    for param, (kind, users) in plugins.PARAMETERS.items():
+        home, _, key = param.partition(".")
+        if notebook not in users:
+            continue
+        if home != notebook and not (root / "notebooks" / f"{home}.ipynb").is_file():
+            continue  # a checkout without the notebook whose parameter it is
+        values = (params if home == notebook else config.notebook_params(profile, home, root)).get(key)
+        found = plugins.sources(values, f"profile {profile!r}, notebooks.{param}", root)
+        if found:
+            out.setdefault(kind, {}).update(found)
+    return out
+
+
+def rerun_reasons(changed: list[str], fp: dict) -> str:
+    """What `write_fingerprints` found changed, said for a person: the settings by their keys, then
+    each plug-in module whose source changed by kind, name and file ("policy module my_policy
+    (my_policy.py)"). `fp` is the fingerprint as now written."""
+    settings = [k for k in changed if not k.startswith("plugins.")]
+    # plugins.<kind>.<module, maybe dotted>.<file|sha256>
+    modules = dict.fromkeys((k.split(".")[1], k.split(".", 2)[2].rpartition(".")[0])
+                            for k in changed if k.startswith("plugins."))
+    code = []
+    for kind, module in modules:
+        now = fp.get("plugins", {}).get(kind, {}).get(module)
+        code.append(f"{kind} module {module} ({now['file']})" if now else f"{kind} module {module} (no longer named)")
+    parts = ([f"changed settings: {', '.join(settings)}"] if settings else []) + (
+        [f"changed code: {', '.join(code)}"] if code else [])
+    return "; ".join(parts) or "changed settings: its fingerprint"
 
 
 def _flat(value, prefix: str = "") -> dict[str, object]:
@@ -127,7 +169,7 @@ def write_fingerprints(profile: str, notebooks: list[str] | None = None,
     changed: dict[str, list[str]] = {}
     for nb in names:
         fp = fingerprint(profile, nb, root)
-        text = (f"# What {nb}'s numbers rest on at profile {profile}, besides the code "
+        text = (f"# What {nb}'s numbers rest on at profile {profile}, besides the library "
                 f"(python -m memlife.running.runner fingerprint); make runs it again when this changes.\n"
                 + json.dumps(fp, indent=1, sort_keys=True) + "\n")
         path = fingerprint_path(profile, nb, root)
@@ -456,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{args.profile}] {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
             return 2
         for nb, keys in changed.items():
-            print(f"== [{args.profile}] {nb} rests on changed settings: {', '.join(keys) or 'its fingerprint'}")
+            fp = json.loads(fingerprint_path(args.profile, nb).read_text().split("\n", 1)[1])
+            print(f"== [{args.profile}] {nb} rests on {rerun_reasons(keys, fp)}")
         return 0
     if argv[:1] == ["summary"]:
         ap = argparse.ArgumentParser(prog="python -m memlife.running.runner summary")
