@@ -6,9 +6,9 @@ The package is arranged in places, each importing only the places below it
 - `memlife.running` — running notebooks as a DAG, estimates, publishing.
 - `memlife.memops`, `memlife.restore` — the two tracks; neither imports the other.
 - the shared science, here at the top of the package: `stats` (clustered bootstrap, agreement,
-  multiple testing), `subjects` (reference subjects' shared machinery), `retrieve` (BM25),
-  `paper_reference` (the papers' values), `longmem` and `reconstruct` (LongMemEval files, read by
-  both tracks).
+  multiple testing), `power` (power by simulation, checked against closed forms), `subjects`
+  (reference subjects' shared machinery), `retrieve` (BM25), `paper_reference` (the papers'
+  values), `longmem` and `reconstruct` (LongMemEval files, read by both tracks).
 - `memlife.models` — model access: every call to a language model.
 - `memlife.base` — paths, profiles, progress, parallelism, saving tables and figures, plug-ins.
 """

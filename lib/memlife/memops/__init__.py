@@ -13,7 +13,8 @@ resumable per-probe records.
 Scoring (notebooks 12-14): `stance` reads a reply's values, `metrics` assigns the paper's labels,
 `judging` is the LLM judge, `aggregate` builds the tables, `analyses` and `figures` the
 statistics and plots, `paraphrase` the scorer's error rate on unseen wording; `subjects` and
-`controls` are the reference subjects that check the instrument (notebook 14).
+`controls` are the reference subjects that check the instrument (notebook 14); `power` simulates
+runs at the paper's rates for the power of each claim (notebook 01).
 
 Imports: `memlife.base`, `memlife.models` and the shared science at the top of the package;
 never `memlife.restore` or `memlife.running`.

@@ -11,7 +11,8 @@ grader of LongMemEval answers), `pipeline` (notebooks 20-22 as library calls, th
 Analysis (notebooks 23-25): `decompose` (irreversible / recoverable / residual), `analyses`
 (R1-R4, resolution, ablations, small-sample marks), `paper_tables` (the paper's figures beside
 ours), `residuals` (R4's causes), `figures`; `subjects` and `controls` are the reference subjects
-that check the instrument (notebook 25).
+that check the instrument (notebook 25); `power` simulates runs at the paper's effect sizes for the
+power of each claim (notebook 01).
 
 Imports: `memlife.base`, `memlife.models` and the shared science at the top of the package;
 never `memlife.memops` or `memlife.running`.

@@ -9,6 +9,8 @@
   tools/rehearse.py's).
 - `batch`: a profile's calls sent through a Batch API in waves until none is missing (`make batch`),
   and vLLM's `run_batch` files.
+- `power`: the power of each of the papers' claims at a grid of sizes, and the least costly sizes
+  that keep them (`python -m memlife.running.power`, notebook 01).
 - `publish`: a finished run's tables and figures made the committed ones (`make publish`).
 - `executed`: executed notebooks normalized and rendered to HTML for results/notebooks/.
 - `results_page`: the page a reader lands on, results/notebooks/index.html (the README's findings, a
