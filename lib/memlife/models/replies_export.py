@@ -189,7 +189,7 @@ def export(profile: str, out: Path | None = None, *, root: Path | None = None) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m memlife.models.replies", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m memlife.models.replies_export", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     e = sub.add_parser("export", help="write the recording of a profile's last run")

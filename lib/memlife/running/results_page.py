@@ -287,9 +287,18 @@ def _restore_controls(src: Committed) -> Key:
                f"({fifo.n_questions.iloc[0]:,.0f} questions)", "results/tables/restore_reference_decomposition.md")
 
 
+def _power(src: Committed) -> Key:
+    t = src.table("power_claims")
+    ok = t[t.power_at_paper_n >= 0.8]
+    return Key(f"{len(ok)} of {len(t)} claims the notebooks test reach 80% power at the papers' sizes "
+               f"({t[t.track == 'memops'].paper_n.iloc[0]:,.0f} topics, {t[t.track == 'restore'].paper_n.iloc[0]:,.0f} "
+               f"questions), simulated {t.runs.min():,.0f} runs a size", "results/tables/power_claims.md")
+
+
 # Each notebook's key number, read from what it (or the notebook that tabulates its records) wrote.
 KEY_NUMBERS: dict[str, Callable[[Committed], Key]] = {
     "00_backend": _backend,
+    "01_power": _power,
     "10_memops_build": _build,
     "11_memops_stats": _stats,
     "12_memops_eval": _eval,
