@@ -75,7 +75,7 @@ def test_notebooks_say_what_to_look_for_and_analyses_end_with_checked_exercises(
         assert "assert " in "".join(code["source"]), f"{nb.name}: exercise at cell {i} asserts its prediction"
 
 def test_unknown_profile_and_section_are_named(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown profile 'huge': no .*configs/huge.yaml \(profiles here: paper, quick, smoke\)"):
+    with pytest.raises(ValueError, match=r"unknown profile 'huge': no .*configs/huge.yaml \(profiles here: paper, paper-lite, quick, smoke\)"):
         paths.layout("huge", ROOT)
     with pytest.raises(ValueError, match="profile name '../quick'"):
         paths.layout("../quick", ROOT)
