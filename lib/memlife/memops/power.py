@@ -29,9 +29,10 @@ from memlife.memops.schema import OP_TYPES
 
 TRACK = "memops"
 UNIT = "topics"
-# Table 2: 403 of the 500 topic-operation pairs kept, 2,006 probes over 403 conversations.
-PAPER_RETENTION = 403 / 500
-PROBES_PER_CONVERSATION = 5
+# Table 2: 403 of the 500 topic-operation pairs kept, 2,006 probes over 403 conversations (4.98: five).
+_T2 = paper_reference.MEMOPS_TABLE2
+PAPER_RETENTION = _T2["Evidence conversations"] / (_T2["Unique topics"] * _T2["Operation types"])
+PROBES_PER_CONVERSATION = round(_T2["Unique QA pairs"] / _T2["Evidence conversations"])
 # The systems and settings the claims compare (notebook 12's names).
 CELLS = (("long_context", "adjacent"), ("long_context", "long_context"),
          ("bm25_turn", "long_context"), ("bm25_session", "long_context"))

@@ -30,14 +30,15 @@ baselines, and whether two baselines lose the same gold, are the construction's.
 
 Each run is analysed as the notebooks do: R1 `analyses.shares` (the 80k two-bin share's interval
 excludes one half: destruction is the majority), R2 `analyses.regime_gap` (Holm over the 12
-evicting cells), R3 `analyses.matched_accuracy` and `analyses.resolution` (the matched pairs'
-coarsest half-width, against the paper's 6 pp; the control detected in every contrast), R4 the
+evicting cells), R3 `analyses.matched_accuracy` (the matched pairs' coarsest interval half-width,
+which `analyses.resolution` reports, against the paper's 6 pp; the control detected in every
+contrast), R4 the
 two readers' residual rates in the paper's cell, paired by question (`stats.paired_ratio_difference`:
 notebook 24 sets the counts side by side; this is the test that comparison needs).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +55,11 @@ POLICIES = (FIFO, RANDOM, REDUNDANCY, IMPORTANCE, NO_EVICT, CONTROL)
 REGIMES = ("topk", "forced_gold")
 BUDGETS = paper_reference.PAPER_BUDGETS
 PRIMARY, SECOND = "primary (simulated)", "stronger (simulated)"
-# The paper's residual counts (R4) over its oracle-answerable questions.
+# The paper's oracle-answerable questions of its 470, and its R4 residual counts over them.
 PAPER_N = int(paper_reference.figure("oracle_answerable_n"))
+PAPER_QUESTIONS = int(paper_reference.figure("data_questions"))
+PAPER_RESIDUAL = {PRIMARY: paper_reference.figure("r4_residual_primary_reader"),
+                  SECOND: paper_reference.figure("r4_residual_stronger_reader")}
 MAJORITY = 0.5
 # The paper's matched pairs resolve 1.2-6 pp; a size "resolves" R3 when every matched pair's
 # interval half-width is at most the coarser end.
@@ -66,9 +70,9 @@ R3_RESOLUTION = analyses.PAPER_R3_RESOLUTION[1]
 class Model:
     patterns: dict = field(default_factory=dict)  # (policy, budget) -> questions x seeds, 1 where gold was lost
     two_bin: dict = field(default_factory=dict)  # (policy, budget) -> planted top-k two-bin share
-    oracle_answerable: float = PAPER_N / 470
+    oracle_answerable: float = PAPER_N / PAPER_QUESTIONS
     error_if_lost: float = 0.9
-    residual: dict = field(default_factory=lambda: {PRIMARY: 59 / PAPER_N, SECOND: 28 / PAPER_N})
+    residual: dict = field(default_factory=lambda: {r: n / PAPER_N for r, n in PAPER_RESIDUAL.items()})
     reader_correlation: float = 0.3
     seeds: int = 3
     match_tolerance: float = 0.02
@@ -303,7 +307,3 @@ def run(model: Model, claims_: list[power.Claim], questions: int, rep: int, *, s
     obs = simulate_observations(model, questions, rng)
     return analyse(obs, claims_, n_boot=n_boot, seed=int(rng.integers(2**31)), alpha=alpha,
                    tolerance=model.match_tolerance)
-
-
-def with_seeds(model: Model, seeds: int) -> Model:
-    return replace(model, seeds=int(seeds))

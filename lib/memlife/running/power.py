@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from memlife import power
+from memlife import paper_reference, power
 from memlife.base import config, parallel
 
 # Topics (MemOps has 100) and questions (LongMemEval has 470 without abstention questions).
@@ -37,8 +37,9 @@ MAX_QUESTIONS = 470
 # The table at the paper profile, 200 runs a size, committed: configs/paper-lite.yaml is made from it
 # (`python -m memlife.running.power --profile paper --out results/power/paper.json`).
 PAPER_TABLE = Path("results") / "power" / "paper.json"
-# Conversations a topic keeps at the paper's retention (403 of 100 topics).
-CONVERSATIONS_PER_TOPIC = 4.03
+# Conversations a topic keeps at the paper's retention (403 over 100 topics, Table 2).
+CONVERSATIONS_PER_TOPIC = (paper_reference.MEMOPS_TABLE2["Evidence conversations"]
+                           / paper_reference.MEMOPS_TABLE2["Unique topics"])
 
 
 @dataclass(frozen=True)
