@@ -182,11 +182,20 @@ def test_too_few_resamples_to_ever_reject_is_refused():
 def test_the_table_is_the_same_for_the_same_seed_whatever_the_workers():
     sizes = power_run.Sizes(topics=3, questions=12, seeds=2)
     grids = {"memops": (6,), "restore": (20,)}
-    one = power_run.table(power_run.simulate(sizes, reps=3, n_boot=480, seed=5, grids=grids, workers=1), sizes)
-    two = power_run.table(power_run.simulate(sizes, reps=3, n_boot=480, seed=5, grids=grids, workers=2), sizes)
+    one = power_run.table(power_run.simulate(sizes, reps=3, n_boot=480, seed=5, grids=grids, workers=1))
+    two = power_run.table(power_run.simulate(sizes, reps=3, n_boot=480, seed=5, grids=grids, workers=2))
     assert json.dumps(one) == json.dumps(two)
     assert {r["claim"] for r in one} >= {"R3 matched-pair resolution", "long - adjacent: Reflect"}
     assert all(set(r["curve"]) == ({"3", "6"} if r["track"] == "memops" else {"12", "20"}) for r in one)
+
+
+def test_the_restore_curves_can_be_at_the_papers_seeds_and_the_profiles_point_at_its_own():
+    sizes = power_run.Sizes(topics=3, questions=12, seeds=1)
+    sim = power_run.simulate(sizes, reps=2, n_boot=480, seed=5, grids={"restore": (20,)}, grid_seeds=3)
+    rows = power_run.table(sim)
+    assert all(set(r["curve"]) == {"20"} for r in rows)  # the profile's 12 questions at 1 seed are not a grid point
+    assert all(r["profile_n"] == 12 and r["profile_seeds"] == 1 and r["grid_seeds"] == 3 for r in rows)
+    assert sim.curves[0].runs == [2]
 
 
 def test_the_command_writes_the_claims_json(tmp_path, monkeypatch):

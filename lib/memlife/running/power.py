@@ -95,51 +95,78 @@ def _models(seeds: int, a: Assumptions):
     return models
 
 
-def _job(job: tuple) -> tuple[str, int, int, dict[str, float]]:
-    track, size, rep, seeds, assumptions, seed, n_boot = job
+def _job(job: tuple) -> tuple[str, str, int, int, dict[str, float]]:
+    where, track, size, rep, seeds, assumptions, seed, n_boot = job
     module, model, claims = _models(seeds, assumptions)[track]
-    return track, size, rep, module.run(model, claims, size, rep, seed=seed, n_boot=n_boot)
+    return where, track, size, rep, module.run(model, claims, size, rep, seed=seed, n_boot=n_boot)
+
+
+@dataclass
+class Simulated:
+    """Every claim's power curve over its track's grid (the restore audit's at `grid_seeds`), and
+    its power at the profile's own size and seeds (`at_profile`: claim -> (power, its standard
+    error))."""
+
+    curves: list[power.Curve]
+    at_profile: dict[str, tuple[float, float]]
+    sizes: Sizes
+    grid_seeds: int
 
 
 def simulate(sizes: Sizes, *, reps: int, n_boot: int, seed: int = 0, workers: int | None = 1,
              grids: dict[str, tuple[int, ...]] | None = None, assumptions: Assumptions = Assumptions(),
-             progress: bool = False) -> list[power.Curve]:
-    """Every claim's power curve over its track's grid and the profile's own size."""
+             grid_seeds: int | None = None, progress: bool = False) -> Simulated:
+    """Simulate `reps` runs at every size of each track's grid and at the profile's own size. The
+    restore curves are at `grid_seeds` seeds (None: the profile's): the papers' three, whatever the
+    profile, answer "how many questions at the paper's design"; the profile's own point is at its
+    own seeds."""
     if n_boot < min_n_boot():
         raise ValueError(f"n_boot={n_boot}: a bootstrap p-value cannot fall below 2 / (n_boot + 1), so Holm over "
                          f"{LARGEST_FAMILY} could never reject; use at least {min_n_boot()}")
     if reps < 1:
         raise ValueError(f"reps must be at least 1, got {reps}")
     grids = dict(GRIDS if grids is None else grids)
+    grid_seeds = sizes.seeds if grid_seeds is None else int(grid_seeds)
     own = {"memops": sizes.topics, "restore": sizes.questions}
     jobs = []
     for track, grid in grids.items():
-        for size in sorted(set(grid) | {own[track]}):
-            jobs += [(track, size, rep, sizes.seeds, assumptions, seed, n_boot) for rep in range(reps)]
+        # MemOps has no seeds: its profile point is a point of the grid's curve.
+        same = track == "memops" or sizes.seeds == grid_seeds
+        for size in sorted(set(grid) | ({own[track]} if same else set())):
+            jobs += [("grid", track, size, rep, grid_seeds, assumptions, seed, n_boot) for rep in range(reps)]
+        if not same:
+            jobs += [("profile", track, own[track], rep, sizes.seeds, assumptions, seed, n_boot) for rep in range(reps)]
     results = parallel.map_ordered(_job, jobs, workers=workers, desc="simulated runs" if progress else None)
-    outcomes: dict[str, dict[str, dict[int, list[float]]]] = {}
-    for track, size, _, out in results:
+    outcomes: dict[tuple[str, str], dict[str, dict[int, list[float]]]] = {}
+    for where, track, size, _, out in results:
         for key, v in out.items():
-            outcomes.setdefault(track, {}).setdefault(key, {}).setdefault(size, []).append(v)
-    curves = []
+            outcomes.setdefault((where, track), {}).setdefault(key, {}).setdefault(size, []).append(v)
+    curves, at_profile = [], {}
     for track in grids:
-        for claim in _models(sizes.seeds, assumptions)[track][2]:
-            curves.append(power.curve(claim, outcomes[track][claim.key]))
-    return curves
+        for claim in _models(grid_seeds, assumptions)[track][2]:
+            c = power.curve(claim, outcomes[("grid", track)][claim.key])
+            curves.append(c)
+            mine = outcomes.get(("profile", track))
+            p = c if mine is None else power.curve(claim, mine[claim.key])
+            i = p.sizes.index(own[track])
+            at_profile[claim.key] = (p.value[i], p.se[i])
+    return Simulated(curves, at_profile, sizes, grid_seeds)
 
 
-def table(curves: list[power.Curve], sizes: Sizes) -> list[dict]:
+def table(sim: Simulated) -> list[dict]:
     """One row per claim: the JSON's `claims`."""
-    own = {"memops": sizes.topics, "restore": sizes.questions}
+    own = {"memops": sim.sizes.topics, "restore": sim.sizes.questions}
     rows = []
-    for c in curves:
+    for c in sim.curves:
         cl = c.claim
-        n = power.n_needed(c)
+        at, at_se = sim.at_profile[cl.key]
         rows.append({
             "track": cl.track, "claim": cl.key, "description": cl.claim, "effect": round(cl.effect, 4),
             "unit": cl.unit, "kind": cl.kind, "resolution_target": cl.target,
-            "n_needed": n, "power_at_profile_n": c.at(own[cl.track]), "profile_n": own[cl.track],
-            "testable_at_profile_n": c.at(own[cl.track]) >= power.TARGET_POWER,
+            "n_needed": power.n_needed(c), "power_at_profile_n": at, "power_at_profile_n_se": round(at_se, 4),
+            "profile_n": own[cl.track], "profile_seeds": sim.sizes.seeds if cl.track == "restore" else None,
+            "testable_at_profile_n": at >= power.TARGET_POWER,
+            "grid_seeds": sim.grid_seeds if cl.track == "restore" else None,
             "curve": {str(s): v for s, v in zip(c.sizes, c.value)},
             "curve_se": {str(s): round(e, 4) for s, e in zip(c.sizes, c.se)},
             "runs": {str(s): n for s, n in zip(c.sizes, c.runs)},
@@ -188,32 +215,49 @@ def claims_frame(rows: list[dict], paper: Sizes):
         "power_at_paper_n": r["curve"].get(str(at_paper[r["track"]]), float("nan")),
         "paper_n": at_paper[r["track"]],
         "power_at_profile_n": r["power_at_profile_n"], "profile_n": r["profile_n"],
-        "runs": int(min(r["runs"].values())), "source": r["source"],
+        "profile_seeds": r["profile_seeds"], "runs": int(min(r["runs"].values())), "source": r["source"],
     } for r in rows])
     df["n_needed"] = df["n_needed"].astype("Int64")
+    df["profile_seeds"] = df["profile_seeds"].astype("Int64")
     return df
 
 
+# The figure's panels: MemOps, and the restore audit's R1-R2 apart from R3-R4 (fifteen curves in
+# one panel cannot be told apart).
+PANELS = (("memops", "MemOps: the Holm family and Table 3", ("",)),
+          ("restore", "restore audit: R1 and R2", ("R1", "R2")),
+          ("restore", "restore audit: R3 and R4", ("R3", "R4")))
+
+
 def curves_figure(rows: list[dict], paper: Sizes):
-    """One panel per track: every claim's power against the size, the 80% line and the paper's size."""
+    """Every claim's power against the size, a panel per family, the 80% line and the paper's size."""
     import matplotlib.pyplot as plt
 
-    tracks = sorted({r["track"] for r in rows})
-    fig, axes = plt.subplots(1, len(tracks), figsize=(6.5 * len(tracks), 4.6), squeeze=False)
     at_paper = {"memops": paper.topics, "restore": paper.questions}
-    for ax, track in zip(axes[0], tracks):
-        for r in (r for r in rows if r["track"] == track):
+    panels = [(t, title, prefixes) for t, title, prefixes in PANELS if any(r["track"] == t for r in rows)]
+    from matplotlib.ticker import NullFormatter
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 6.4), squeeze=False)
+    for ax, (track, title, prefixes) in zip(axes[0], panels):
+        mine = [r for r in rows if r["track"] == track and r["claim"].startswith(prefixes)]
+        colors = plt.get_cmap("tab10" if len(mine) <= 10 else "tab20")
+        for i, r in enumerate(mine):
             x = [int(k) for k in r["curve"]]
-            ax.plot(x, list(r["curve"].values()), marker="o", ms=3, lw=1.2, label=r["claim"])
+            ax.plot(x, list(r["curve"].values()), marker="o", ms=3, lw=1.3, color=colors(i),
+                    ls="-" if r.get("claimed", True) else ":", label=r["claim"])
         ax.axhline(power.TARGET_POWER, color="black", lw=0.8, ls="--")
         ax.axvline(at_paper[track], color="grey", lw=0.8, ls=":")
         ax.set_xscale("log")
+        ticks = sorted({int(k) for r in mine for k in r["curve"]})
+        ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=7)
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_ylim(-0.02, 1.02)
-        unit = next(r["unit"] for r in rows if r["track"] == track)
-        ax.set_xlabel(f"{unit} (dotted: the paper's {at_paper[track]})")
+        unit = mine[0]["unit"] if mine else ""
+        seeds = f", {mine[0]['grid_seeds']} seeds" if mine and mine[0].get("grid_seeds") else ""
+        ax.set_xlabel(f"{unit}{seeds} (dotted: the paper's {at_paper[track]})")
         ax.set_ylabel("power (share of simulated runs)")
-        ax.set_title({"memops": "MemOps", "restore": "restore audit"}.get(track, track))
-        ax.legend(fontsize=6, loc="lower right")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.tight_layout()
     return fig
 
@@ -227,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=0, help="processes (0: every core)")
     d = Assumptions()
+    ap.add_argument("--grid-seeds", type=int, default=None,
+                    help="seeds of the restore curves (default: the profile's; the paper's are 3)")
     ap.add_argument("--two-bin-30k", type=float, default=d.two_bin_30k,
                     help=f"the top-k two-bin share at 30k, which the restore paper does not print (default {d.two_bin_30k})")
     ap.add_argument("--topic-correlation", type=float, default=d.topic_correlation,
@@ -240,11 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     assumptions = Assumptions(args.two_bin_30k, args.topic_correlation, args.probe_correlation,
                               args.reader_correlation)
-    curves = simulate(sizes, reps=args.reps, n_boot=args.n_boot, seed=args.seed, workers=args.workers,
-                      assumptions=assumptions, progress=True)
-    rows = table(curves, sizes)
+    sim = simulate(sizes, reps=args.reps, n_boot=args.n_boot, seed=args.seed, workers=args.workers,
+                   assumptions=assumptions, grid_seeds=args.grid_seeds, progress=True)
+    rows = table(sim)
     lite, given_up = lite_sizes(rows, sizes)
-    doc = {"profile": args.profile, "sizes": asdict(sizes), "reps": args.reps, "n_boot": args.n_boot,
+    doc = {"profile": args.profile, "sizes": asdict(sizes), "grid_seeds": sim.grid_seeds, "reps": args.reps,
+           "n_boot": args.n_boot,
            "seed": args.seed, "assumptions": asdict(assumptions), "target_power": power.TARGET_POWER, "grids": {t: list(g) for t, g in GRIDS.items()},
            "lite_sizes": lite, "given_up": given_up, "claims": rows}
     text = json.dumps(doc, indent=1, sort_keys=False)
