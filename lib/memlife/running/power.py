@@ -3,9 +3,9 @@
     python -m memlife.running.power --profile paper --out results/paper/power.json
 
 For every claim the notebooks test (`memlife.memops.power.claims`, `memlife.restore.power.claims`)
-it simulates `reps` runs at each size of the track's grid (topics for MemOps, questions for the
-restore audit at the profile's seeds), and at the profile's own size, analyses each with the
-notebooks' code, and writes one JSON object:
+it simulates `reps` runs at each size of the track's grid (topics for MemOps; questions for the
+restore audit, at `--grid-seeds` seeds), and at the profile's own size and seeds, analyses each
+with the notebooks' code, and writes one JSON object:
 
     {"claims": [{"track", "claim", "effect", "unit", "n_needed", "power_at_profile_n", ...}, ...], ...}
 
@@ -29,11 +29,10 @@ from pathlib import Path
 from memlife import paper_reference, power
 from memlife.base import config, parallel
 
-# Topics (MemOps has 100) and questions (LongMemEval has 470 without abstention questions).
+# Topics (MemOps has 100) and questions (LongMemEval holds 470 evidence-labelled questions without
+# the abstention ones: no restore run can be larger).
 GRIDS = {"memops": (5, 10, 15, 20, 30, 40, 50, 75, 100, 150),
          "restore": (25, 50, 75, 100, 150, 200, 300, 400, 470)}
-# LongMemEval holds 470 evidence-labelled questions: no restore run can be larger.
-MAX_QUESTIONS = 470
 # The table at the paper profile, 200 runs a size, committed: configs/paper-lite.yaml is made from it
 # (`python -m memlife.running.power --profile paper --out results/power/paper.json`).
 PAPER_TABLE = Path("results") / "power" / "paper.json"
