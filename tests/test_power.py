@@ -236,3 +236,23 @@ def test_the_committed_lite_profile_is_the_committed_power_tables():
     for nb, params in expected["notebooks"].items():
         assert {k: lite["notebooks"][nb][k] for k in params} == params, nb
     assert doc["profile"] == "paper" and doc["reps"] >= 200
+
+
+def test_with_no_effect_a_claim_is_shown_about_as_often_as_the_tests_level_allows():
+    """The known answer of a power simulation: at a null, "power" is the test's false-positive rate."""
+    import dataclasses
+
+    model = memops_power.paper_model()
+    null = dataclasses.replace(model, rates={k: (model.rates[("bm25_turn", *k[1:])] if k[0] == "bm25_session" else v)
+                                             for k, v in model.rates.items()})
+    claims = memops_power.claims(null)
+    assert next(c for c in claims if c.key == "session - turn retrieval: accuracy").effect == 0
+    shown = [memops_power.run(null, claims, 30, rep, seed=1, n_boot=500)["session - turn retrieval: accuracy"]
+             for rep in range(15)]
+    assert sum(shown) <= 2  # Holm at 0.05 over nine: expected well under one of 15
+    r = restore_power.paper_model()
+    same = dataclasses.replace(r, residual={k: r.residual[restore_power.PRIMARY] for k in r.residual})
+    rclaims = restore_power.claims(same)
+    shown = [restore_power.run(same, rclaims, 100, rep, seed=1, n_boot=500)["R4 residual depends on the reader"]
+             for rep in range(20)]
+    assert sum(shown) <= 4  # 5% of 20 is 1; more than four happens with probability 0.003

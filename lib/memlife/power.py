@@ -34,6 +34,12 @@ from memlife import stats
 TARGET_POWER = 0.8
 
 
+def mc_se(power: float, runs: int) -> float:
+    """A power's Monte-Carlo standard error over `runs` runs (at least that of one run in `runs`,
+    so a power of 0 or 1 does not claim to be exact)."""
+    return float(np.sqrt(max(power * (1 - power), 1 / runs) / runs))
+
+
 def run_rng(seed: int, size: int, rep: int) -> np.random.Generator:
     """The generator of one simulated run: depends on (seed, size, replicate) only."""
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(size), int(rep)]))
@@ -97,19 +103,18 @@ def simulated_two_proportion_power(p1: float, p2: float, clusters: int, cluster_
     q = 2 * clusters
     arm = np.repeat([0, 1], clusters)
     p = np.where(arm == 0, p1, p2)[:, None]
+    a, b = arm == 0, arm == 1
+    size = np.full(q, float(cluster_size))
     rejected = 0
     for rep in range(reps):
         rng = run_rng(seed, clusters, rep)
         u = latent_uniforms(rng, (q, cluster_size),
                             [(latent_correlation, rng.standard_normal((q, 1)))] if latent_correlation else [])
         hits = (u < p).sum(axis=1).astype(np.float64)
-        size = np.full(q, float(cluster_size))
-        a, b = arm == 0, arm == 1
         counts = stats.cluster_counts(q, n_boot, seed=int(rng.integers(2**31)))
         c = stats.paired_ratio_difference(counts, hits * a, size * a, hits * b, size * b)
         rejected += c.p_value < alpha
-    power = rejected / reps
-    return power, float(np.sqrt(max(power * (1 - power), 1 / reps) / reps))
+    return rejected / reps, mc_se(rejected / reps, reps)
 
 
 @dataclass(frozen=True)
@@ -162,9 +167,6 @@ class Curve:
     runs: list[int] = field(default_factory=list)
     median: list[float] = field(default_factory=list)
 
-    def at(self, size: int) -> float:
-        return self.value[self.sizes.index(size)] if size in self.sizes else float("nan")
-
 
 def curve(claim: Claim, outcomes: dict[int, list[float]]) -> Curve:
     """The claim's curve from its per-run outcomes at each size."""
@@ -175,7 +177,7 @@ def curve(claim: Claim, outcomes: dict[int, list[float]]) -> Curve:
         v = float(hit.mean())
         c.sizes.append(int(size))
         c.value.append(v)
-        c.se.append(float(np.sqrt(max(v * (1 - v), 1 / len(x)) / len(x))))
+        c.se.append(mc_se(v, len(x)))
         c.runs.append(len(x))
         defined = x[~np.isnan(x)]
         c.median.append(float(np.median(defined)) if claim.kind == "resolution" and len(defined) else float("nan"))

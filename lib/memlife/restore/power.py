@@ -90,7 +90,7 @@ class Model:
     def kept_error(self, policy: str, budget: int) -> float:
         """The top-k error rate with every gold unit kept that gives `two_bin[(policy, budget)]`:
         irreversible / (irreversible + recoverable) = g e / (g e + (1 - g) k)."""
-        if policy not in self.two_bin_policies():
+        if policy not in BASELINE_POLICIES:  # no-evict and the control: the baselines' retrieval misses
             return float(np.mean([self.kept_error(p, budget) for p in (FIFO, RANDOM, REDUNDANCY)]))
         g, t = self.lost_rate(policy, budget), self.two_bin[(policy, budget)]
         if t >= 1 or g <= 0:
@@ -101,10 +101,6 @@ class Model:
         if k > 1:
             raise ValueError(f"{policy}@{budget}: a two-bin share of {t} needs a kept-gold error rate of {k:.2f} > 1")
         return k
-
-    @staticmethod
-    def two_bin_policies() -> tuple[str, ...]:
-        return BASELINE_POLICIES
 
 
 PATTERNS_TABLE = Path("results") / "tables" / "restore_gold_loss_patterns.csv"
@@ -174,6 +170,7 @@ def simulate_observations(model: Model, questions: int, rng: np.random.Generator
     in the R4 cell), in `decompose.observations`' columns."""
     answerable = (rng.random(questions) < model.oracle_answerable).astype(np.float64)
     read_q = rng.standard_normal(questions)
+    qids = np.array([f"q{i:04d}" for i in range(questions)])
     pool = len(next(iter(model.patterns.values())))
     drawn = rng.integers(0, pool, size=questions)  # the questions' gold-loss patterns, with replacement
     parts = []
@@ -197,7 +194,7 @@ def simulate_observations(model: Model, questions: int, rng: np.random.Generator
                     parts.append(pd.DataFrame({
                         "policy": policy, "budget": budget, "regime": regime, "reader": reader,
                         "judge": DETERMINISTIC_JUDGE,
-                        "question_id": np.repeat([f"q{i:04d}" for i in range(questions)], n_seeds),
+                        "question_id": np.repeat(qids, n_seeds),
                         "question_type": "simulated",
                         "seed": np.tile(np.arange(n_seeds), questions),
                         "n_observations": 1.0,

@@ -59,7 +59,7 @@ def profile_sizes(profile: str) -> Sizes:
 
 # The largest Holm family a run tests (R2's 12 evicting cells): a bootstrap p-value is never below
 # 2 / (n_boot + 1), so fewer resamples than this could never reject its first hypothesis at alpha.
-LARGEST_FAMILY = 12
+LARGEST_FAMILY = int(paper_reference.figure("r2_family_size"))
 
 
 def min_n_boot(alpha: float = 0.05, family: int = LARGEST_FAMILY) -> int:
