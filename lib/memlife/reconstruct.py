@@ -10,20 +10,25 @@ from a dataset hub, out of reach offline; the oracle file travels inside the PyP
 
 - its own evidence sessions, verbatim: turns, ``has_answer`` flags and real dates (temporal
   questions are about those dates), ids in ``answer_session_ids``;
-- filler sessions drawn, seeded per question, from the *other* questions' sessions (the file's
-  940 distinct sessions are real user–assistant chats with long assistant turns, as S's filler
-  is), with ``has_answer`` cleared; never one of this question's own sessions or a copy of one, and
-  never one that states this question's answer (:func:`states_answer`);
+- filler of S's two kinds, drawn seeded per question (:func:`filler_kinds` names them): other
+  simulated users' sessions, which are the *other* questions' sessions of the oracle file (940
+  distinct real user–assistant chats, ``has_answer`` cleared, never one of this question's own
+  sessions or a copy of one), and task-oriented chat, which is ShareGPT's split as S draws it
+  (:mod:`memlife.sharegpt`; ids ``sharegpt_<id>``, verbatim). ``task_chat_share`` is task chat's
+  share of the filler sessions: S's (:data:`S_TASK_CHAT_SHARE`) by default, 0 for the other
+  users' sessions alone (this project's filler before 2026-12-06). Never a session that states
+  this question's answer (:func:`states_answer`);
 - whole sessions until the history reaches ``history_tokens`` (without passing it: a session that
   would overshoot is skipped for a smaller one), the evidence alone where that is already longer;
 - the evidence at uniformly random positions among the history's sessions, as LongMemEval places
   it, keeping its chronological order, and the filler dated around it so that the whole history is
   chronological (:func:`_filler_dates`).
 
-What differs from S, measured by ``python -m memlife.restore.dataset stats``: S's filler comes from
-ShareGPT, UltraChat and simulated sessions of other users' attributes; here it is the other
-questions' evidence sessions, so topics recur across histories (940 sessions shared by 470
-histories) and one simulated user's facts sit beside another's.
+What differs from S, measured by ``python -m memlife.restore.dataset stats``: S's other users'
+sessions are its own simulated ones, ours the other questions' evidence sessions, so their topics
+recur across histories (940 sessions shared by 470 histories); S's task chat is ShareGPT and
+UltraChat, ours ShareGPT alone (no registry ships UltraChat), drawn from the 17,671 conversations
+of the split that the wheel holds whole.
 
 Every history depends only on (its question, ``history_tokens``, ``seed``), not on which other
 questions are selected, so a profile's sample holds the very histories the whole set holds.
@@ -35,7 +40,7 @@ import json
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from memlife.longmem import DATE_FORMAT, QUESTION_TYPES, parse_date
 from memlife.models import tokens
@@ -43,6 +48,19 @@ from memlife.models import tokens
 # LongMemEval-S's mean history, by this project's tokenizer; the restore paper's "~102k" (its
 # line 46). Profiles scale it down for the embedded reader.
 S_HISTORY_TOKENS = 102_000
+
+# LongMemEval-S's haystacks by kind of session, counted on the session ids of a public sample of
+# real S histories (ids only: `sharegpt_<id>` and `ultrachat_<n>` are task chat, `answer_*` this
+# question's evidence, the rest other simulated users' sessions): ~43% other users', ~55% task
+# chat, ~2% evidence, 44-56 sessions a history (median ~50), task chat ~1.5k tokens a session.
+# With the S file downloaded, `python -m memlife.restore.dataset stats` counts them on S itself.
+S_SHAPE = {"sessions_per_history": {"median": 50, "min": 44, "max": 56},
+           "session_share": {"other_users": 0.43, "task_chat": 0.55, "evidence": 0.02},
+           "task_chat_tokens_per_session": 1500}
+# Task chat's share of the filler (other users' sessions and task chat): 55 / (43 + 55).
+S_TASK_CHAT_SHARE = round(S_SHAPE["session_share"]["task_chat"]
+                          / (S_SHAPE["session_share"]["task_chat"] + S_SHAPE["session_share"]["other_users"]), 2)
+TASK_CHAT_PREFIXES = ("sharegpt_", "ultrachat_")
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,36 @@ def states_answer(session: PoolSession, phrases: Sequence[str]) -> bool:
     return any(p in session.text for p in phrases)
 
 
+def filler_kind(session_id: str) -> str:
+    """``task_chat`` (ShareGPT or UltraChat, as S names them) or ``other_users``."""
+    return "task_chat" if session_id.startswith(TASK_CHAT_PREFIXES) else "other_users"
+
+
+def _pool_session(session_id: str, turns: tuple[tuple[str, str], ...]) -> PoolSession:
+    return PoolSession(session_id, turns, _norm(" ".join(c for _, c in turns)), sum(tokens.count(c) for _, c in turns))
+
+
+class TaskChat:
+    """ShareGPT's sessions as S draws them (:func:`memlife.sharegpt.task_chat`), each tokenized and
+    normalized only when a history first draws it: a small profile touches a few hundred of 17k."""
+
+    def __init__(self, sessions: Sequence[tuple[str, tuple[tuple[str, str], ...]]]):
+        self._turns = dict(sessions)
+        self.ids = tuple(sorted(self._turns))
+        self._made: dict[str, PoolSession] = {}
+
+    def __getitem__(self, session_id: str) -> PoolSession:
+        if session_id not in self._made:
+            self._made[session_id] = _pool_session(session_id, self._turns[session_id])
+        return self._made[session_id]
+
+    @classmethod
+    def load(cls) -> "TaskChat":
+        from memlife import sharegpt
+
+        return cls(sharegpt.task_chat())
+
+
 def session_pool(records: Sequence[dict]) -> dict[str, PoolSession]:
     """Every distinct session of the file by id (a session shared by two questions appears once),
     its turns as (role, content), with its token count."""
@@ -97,9 +145,7 @@ def session_pool(records: Sequence[dict]) -> dict[str, PoolSession]:
         for sid, sess in zip(rec["haystack_session_ids"], rec["haystack_sessions"]):
             if sid in pool:
                 continue
-            turns = tuple((t["role"], t["content"]) for t in sess)
-            pool[sid] = PoolSession(sid, turns, _norm(" ".join(c for _, c in turns)),
-                                    sum(tokens.count(c) for _, c in turns))
+            pool[sid] = _pool_session(sid, tuple((t["role"], t["content"]) for t in sess))
     return pool
 
 
@@ -172,8 +218,16 @@ def _filler_dates(slots: list[str | None], evidence_dates: list[dt.datetime],
     return [d.replace(second=0, microsecond=0) for d in out]
 
 
-def haystack(rec: dict, pool: dict[str, PoolSession], history_tokens: int, seed: int) -> dict:
-    """One question's record in the S format (see the module docstring)."""
+def haystack(rec: dict, pool: dict[str, PoolSession], history_tokens: int, seed: int,
+             task_chat: TaskChat | None = None, task_chat_share: float = 0.0) -> dict:
+    """One question's record in the S format (see the module docstring). Filler is drawn kind by
+    kind: each next session is task chat while task chat's count lags ``task_chat_share`` of the
+    filler so far, else another user's, from that kind's own seeded shuffle (the other kind once
+    one runs out); a session that would pass ``history_tokens`` is skipped for a smaller one."""
+    if not 0.0 <= task_chat_share <= 1.0:
+        raise ValueError(f"task_chat_share = {task_chat_share}: a share, between 0 and 1")
+    if task_chat_share > 0 and task_chat is None:
+        raise ValueError("task_chat_share > 0 needs the task chat (TaskChat.load())")
     qid = rec["question_id"]
     rng = random.Random(f"longmem-haystack:{seed}:{qid}")
     own_ids = list(rec["haystack_session_ids"])
@@ -184,13 +238,24 @@ def haystack(rec: dict, pool: dict[str, PoolSession], history_tokens: int, seed:
     candidates = [s for sid, s in sorted(pool.items())
                   if sid not in own and s.turns not in own_turns and not states_answer(s, phrases)]
     rng.shuffle(candidates)
+    users = iter(candidates)
+    tasks: Iterator[PoolSession] = iter(())
+    if task_chat_share > 0:
+        ids = list(task_chat.ids)
+        random.Random(f"longmem-taskchat:{seed}:{qid}").shuffle(ids)
+        tasks = (s for s in map(task_chat.__getitem__, ids)
+                 if s.turns not in own_turns and not states_answer(s, phrases))
     filler: list[PoolSession] = []
-    for s in candidates:
-        if total >= history_tokens - 500:
+    n_task = 0
+    while total < history_tokens - 500:
+        want_task = n_task < task_chat_share * (len(filler) + 1)
+        s = _next_fitting(tasks if want_task else users, history_tokens - total) \
+            or _next_fitting(users if want_task else tasks, history_tokens - total)
+        if s is None:
             break
-        if total + s.tokens <= history_tokens:
-            filler.append(s)
-            total += s.tokens
+        filler.append(s)
+        total += s.tokens
+        n_task += filler_kind(s.session_id) == "task_chat"
     # Evidence in chronological order (the file lists some out of order), at uniformly random
     # positions among all the history's sessions; filler in its drawn order between.
     evidence = sorted(zip(own_ids, rec["haystack_dates"], rec["haystack_sessions"]),
@@ -227,13 +292,20 @@ def haystack(rec: dict, pool: dict[str, PoolSession], history_tokens: int, seed:
     }
 
 
+def _next_fitting(sessions: Iterator[PoolSession], room: int) -> PoolSession | None:
+    """The next session of the iterator that fits ``room`` (those that do not are passed over)."""
+    return next((s for s in sessions if s.tokens <= room), None)
+
+
 def reconstruct(records: Sequence[dict], *, n_questions: int | None, history_tokens: int,
-                seed: int) -> list[dict]:
+                seed: int, task_chat_share: float = S_TASK_CHAT_SHARE) -> list[dict]:
     """S-format records for the selected questions (:func:`select`) of an oracle-format file."""
     if history_tokens < 1:
         raise ValueError(f"history_tokens = {history_tokens}: must be positive")
     pool = session_pool(records)
-    return [haystack(r, pool, history_tokens, seed) for r in select(records, n_questions, seed)]
+    task_chat = TaskChat.load() if task_chat_share > 0 else None
+    return [haystack(r, pool, history_tokens, seed, task_chat, task_chat_share)
+            for r in select(records, n_questions, seed)]
 
 
 def read_oracle(path=None) -> list[dict]:

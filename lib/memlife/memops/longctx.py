@@ -1,9 +1,9 @@
 """Stage 4: embed an evidence conversation into a long history of unrelated conversations.
 
-The unrelated conversations are real task-oriented user–assistant sessions: by default the
-LongMemEval oracle file's sessions that the restore track reads (`filler_sessions`), the nearest
-offline analogue of the paper's UltraChat; an UltraChat JSONL where a profile's `filler_path`
-names one. Whole sessions are used where they fit; a filler session that states a value of the
+The unrelated conversations are real task-oriented user–assistant sessions: by default ShareGPT's
+task chat, the conversations of the split LongMemEval-S draws its task chat from
+(`memlife.sharegpt`, the restore track's filler too), standing in for the paper's UltraChat, which
+no registry ships; an UltraChat JSONL where a profile's `filler_path` names one. Whole sessions are used where they fit; a filler session that states a value of the
 instance's targets is never drawn (`gates.gate_filler_values` checks it). The three evidence
 segments go into three different conversations, in order, each at an even turn index so that
 user/assistant alternation is never broken; where each went is recorded. Context-level
@@ -100,7 +100,7 @@ DISTRACTORS_PER_OPERATION = 2
 class FillerSession:
     """One unrelated user–assistant session, cut to whole exchanges (user turn, assistant turn)."""
 
-    source: str  # "longmemeval:<session id>" or "ultrachat:<id>"
+    source: str  # "sharegpt:<conversation id>" or "ultrachat:<id>"
     turns: tuple[Turn, ...]
     exchange_tokens: tuple[int, ...]  # tokens of each exchange, in order
     text: str  # the whole session, normalized as answer keys are (schema.normalize_value)
@@ -127,16 +127,15 @@ def _session(source: str, pairs) -> FillerSession | None:
 def filler_sessions(filler_path: str | None = None) -> tuple[FillerSession, ...]:
     """The unrelated sessions a history is built from, in a fixed order.
 
-    Default: the LongMemEval oracle file's 940 distinct sessions, read by the restore track's own
-    loader (`reconstruct.read_oracle`, `reconstruct.session_pool`): real task-oriented
-    user–assistant chats with long assistant turns (~2.9k tokens each), the nearest offline analogue
-    of the paper's UltraChat. `filler_path`: an UltraChat JSONL (`load_ultrachat_jsonl`).
+    Default: ShareGPT's task chat as LongMemEval-S draws it (`memlife.sharegpt.task_chat`: English,
+    verbatim, ~1.5k tokens a conversation), the paper's UltraChat role; the pieces of the split that
+    open with the assistant are left out, so that every host opens with the user. `filler_path`: an
+    UltraChat JSONL (`load_ultrachat_jsonl`).
     """
     if filler_path is None:
-        from memlife import reconstruct
+        from memlife import sharegpt
 
-        pool = reconstruct.session_pool(reconstruct.read_oracle())
-        raw = [(f"longmemeval:{sid}", s.turns) for sid, s in sorted(pool.items())]
+        raw = [(f"sharegpt:{sid.removeprefix(sharegpt.ID_PREFIX)}", turns) for sid, turns in sharegpt.task_chat()]
     else:
         raw = [(f"ultrachat:{d.dialogue_id}", tuple((t["role"], t["content"]) for t in d.turns))
                for d in load_ultrachat_jsonl(filler_path)]
@@ -147,7 +146,7 @@ def load_ultrachat_jsonl(path: str):
     """UltraChat (the paper's filler) as Dialogues: one JSON object per line, {"id", "data": [u, a, ...]}.
 
     For users with internet access who fetched the release files (see the README); the offline
-    default is the LongMemEval sessions (`filler_sessions`). A malformed line raises naming the
+    default is ShareGPT's task chat (`filler_sessions`). A malformed line raises naming the
     file, line and field.
     """
     import json
@@ -212,7 +211,7 @@ def embed(inst: Instance, target_tokens: int, seed: int, per_operation: int = DI
     """
     rng = random.Random(f"{seed}:longctx:{inst.instance_id}")
     values = target_values(inst)
-    sessions = [s for s in filler_sessions(filler_path) if not any(f" {v} " in f" {s.text} " for v in values)]
+    sessions = filler_sessions(filler_path)
     evidence_tokens = _tokens([t for seg in inst.segments for t in seg])
     # A fixed number per gold operation, so how many an instance gets follows from its trace (the
     # paper reports 5.7 per sample on average without giving its rule).
@@ -229,6 +228,8 @@ def embed(inst: Instance, target_tokens: int, seed: int, per_operation: int = DI
     # longer one gives its opening exchanges.
     cap = max(budget / 3, 200)
     for idx in order:
+        if any(f" {v} " in f" {sessions[idx].text} " for v in values):
+            continue
         cut = _cut(sessions[idx], cap)
         if cut is None:
             continue

@@ -190,7 +190,7 @@ class LongConversation(_Strict):
     """One unrelated conversation of the long history, with evidence already inserted."""
 
     conversation_id: str
-    source: str  # e.g. "longmemeval:<session_id>" or "ultrachat:<id>"
+    source: str  # e.g. "sharegpt:<conversation id>" or "ultrachat:<id>"
     turns: list[Turn]
 
 

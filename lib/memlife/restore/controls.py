@@ -58,6 +58,7 @@ class GridConfig:
     ablation_arms: bool = True
     workers: int | None = None  # processes sharing the questions (None: every core); same grid for any number
     source: str = "reconstructed"  # memlife.restore.dataset.SOURCES
+    task_chat_share: float | None = None  # the reconstruction's filler; None: S's mix (dataset.build_records)
 
 
 @dataclass
@@ -105,7 +106,8 @@ def build_grid(cfg: GridConfig) -> Grid:
     # in this process only.
     cfg = replace(cfg, policies=specs)
     questions = [longmem.to_question(r) for r in dataset.build_records(
-        cfg.source, n_questions=cfg.n_questions, history_tokens=cfg.history_tokens, seed=cfg.seed)]
+        cfg.source, n_questions=cfg.n_questions, history_tokens=cfg.history_tokens, seed=cfg.seed,
+        task_chat_share=cfg.task_chat_share)]
     budgets, seeds = list(cfg.budgets), list(cfg.seeds)
     with_control = any(s.name == evict.CONTROL for s in specs)
     with parallel.pool(min(parallel.n_workers(cfg.workers), len(questions))) as pmap:
@@ -483,3 +485,39 @@ def cost_figure(table: pd.DataFrame):
                  "question-clustered 95% intervals", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# What the reconstruction's filler changes: the same grid built on two fillers, read by the
+# evidence-oracle, cell by cell. Each rate is a ratio of count columns (decompose.COUNT_COLUMNS).
+FILLER_RATES = {"accuracy": ("n_correct", ("n_oracle_answerable",)),
+                "irreversible_rate": ("irreversible", ("n_oracle_answerable",)),
+                "recoverable_rate": ("recoverable", ("n_oracle_answerable",)),
+                "two_bin_share": ("irreversible", ("irreversible", "recoverable"))}
+
+
+def filler_comparison(obs_a: pd.DataFrame, obs_b: pd.DataFrame, labels: tuple[str, str], *, n_boot: int,
+                      seed: int, level: float = 0.95) -> pd.DataFrame:
+    """One row per cell (policy x budget x regime) and rate of `FILLER_RATES`: the rate on filler
+    a and on filler b (`labels`), a - b, and its question-clustered interval, paired (one resample
+    of the questions for both builds: the questions, their evidence and the seeds are the same,
+    only the filler differs). `obs_*`: `decompose.observations` of the two builds' records."""
+    from memlife import stats
+    from memlife.restore import analyses
+    from memlife.restore.decompose import COUNT_COLUMNS
+
+    a, b = (analyses.cell_bootstrap(o, n_boot, seed) for o in (obs_a, obs_b))
+    if not np.array_equal(a.question_ids, b.question_ids) or not a.cells[list(CELL)].equals(b.cells[list(CELL)]):
+        raise ValueError("the two builds must hold the same questions and cells; only the filler may differ")
+    col = {c: i for i, c in enumerate(COUNT_COLUMNS)}
+    rows = []
+    for c, cell in enumerate(a.cells[list(CELL)].itertuples(index=False)):
+        for rate, (num_col, den_cols) in FILLER_RATES.items():
+            num_a, num_b = a.sums[:, c, col[num_col]], b.sums[:, c, col[num_col]]
+            den_a = sum(a.sums[:, c, col[d]] for d in den_cols)
+            den_b = sum(b.sums[:, c, col[d]] for d in den_cols)
+            diff = stats.paired_ratio_difference(a.counts, num_a, den_a, num_b, den_b, level)
+            rows.append({**cell._asdict(), "rate": rate, "n_questions": int(((den_a > 0) | (den_b > 0)).sum()),
+                         labels[0]: float(stats.safe_ratio(num_a.sum(), den_a.sum())),
+                         labels[1]: float(stats.safe_ratio(num_b.sum(), den_b.sum())),
+                         "difference": diff.estimate, "difference_low": diff.low, "difference_high": diff.high})
+    return pd.DataFrame(rows)

@@ -70,15 +70,18 @@ def load_dataset(profile: str, source: str) -> list[longmem.Question]:
     return longmem.load(path, expected_sha256=longmem.LONGMEMEVAL_S_SHA256 if source == "real" else None)
 
 
-def build_records(source: str, *, n_questions: int | None, history_tokens: int, seed: int) -> list[dict]:
-    """A profile's records in memory: the reconstruction (:mod:`memlife.reconstruct`), or the real
-    S file's selected questions (the same stratified selection; its own haystacks, as published)."""
+def build_records(source: str, *, n_questions: int | None, history_tokens: int, seed: int,
+                  task_chat_share: float | None = None) -> list[dict]:
+    """A profile's records in memory: the reconstruction (:mod:`memlife.reconstruct`; task chat's
+    share of its filler, S's where None), or the real S file's selected questions (the same
+    stratified selection; its own haystacks, as published: ``task_chat_share`` is S's own)."""
     from memlife import reconstruct
 
     source = resolve_source(source)
     if source == "reconstructed":
+        share = reconstruct.S_TASK_CHAT_SHARE if task_chat_share is None else float(task_chat_share)
         return reconstruct.reconstruct(reconstruct.read_oracle(), n_questions=n_questions,
-                                       history_tokens=history_tokens, seed=seed)
+                                       history_tokens=history_tokens, seed=seed, task_chat_share=share)
     if source == "real":
         from memlife.base import paths
 
@@ -103,26 +106,43 @@ def gold_positions(history: "list[Unit]") -> list[float]:
     return out
 
 
+SESSION_KINDS = ("other_users", "task_chat", "evidence")
+
+
 def stats(records: list[dict]) -> dict:
-    """What ``python -m memlife.restore.dataset stats`` prints: questions per type, history tokens and
-    turns per history (median, min, max), distinct sessions that are filler somewhere, and where
-    the gold sits (each gold unit's token quantile: median, and the Kolmogorov–Smirnov statistic
-    against the uniform distribution LongMemEval's placement implies)."""
+    """What ``python -m memlife.restore.dataset stats`` prints: questions per type, history tokens,
+    sessions and turns per history (median, min, max), the sessions by kind (other users',
+    task chat, evidence: :func:`memlife.reconstruct.filler_kind`) as shares of all sessions and
+    task chat's tokens a session, distinct sessions that are filler somewhere, and where the gold
+    sits (each gold unit's token quantile: median, and the Kolmogorov–Smirnov statistic against
+    the uniform distribution LongMemEval's placement implies)."""
     from scipy.stats import kstest
 
+    from memlife.reconstruct import filler_kind
     from memlife.restore import units
 
     qs = [longmem.to_question(r) for r in records if not str(r["question_id"]).endswith("_abs")]
     per_type = {t: sum(q.question_type == t for q in qs) for t in longmem.QUESTION_TYPES}
-    hist, turns, positions = [], [], []
+    hist, sessions, turns, positions = [], [], [], []
     filler: set[str] = set()
+    kinds = dict.fromkeys(SESSION_KINDS, 0)
+    task_tokens: list[int] = []
     for q in qs:
         us = units.units_of(q)
         hist.append(sum(u.tokens for u in us))
+        sessions.append(len(q.sessions))
         turns.append(len(us))
         evidence = set(q.answer_session_ids)
         filler.update(s.session_id for s in q.sessions if s.session_id not in evidence)
         positions.extend(gold_positions(us))
+        by_session: dict[str, int] = {}
+        for u in us:
+            by_session[u.session_id] = by_session.get(u.session_id, 0) + u.tokens
+        for s in q.sessions:
+            kind = "evidence" if s.session_id in evidence else filler_kind(s.session_id)
+            kinds[kind] += 1
+            if kind == "task_chat":
+                task_tokens.append(by_session.get(s.session_id, 0))
 
     def summary(v: list[float]) -> dict:
         return {"median": statistics.median(v), "min": min(v), "max": max(v)} if v else {}
@@ -132,7 +152,10 @@ def stats(records: list[dict]) -> dict:
         "questions": len(qs),
         "questions_per_type": per_type,
         "history_tokens": summary(hist),
+        "sessions_per_history": summary(sessions),
         "turns_per_history": summary(turns),
+        "session_share": {k: (n / sum(kinds.values()) if sum(kinds.values()) else None) for k, n in kinds.items()},
+        "task_chat_tokens_per_session": statistics.mean(task_tokens) if task_tokens else None,
         "distinct_filler_sessions": len(filler),
         "gold_units": len(positions),
         "gold_position_quantile": {"median": statistics.median(positions) if positions else None,
@@ -153,11 +176,13 @@ def stats_table(columns: dict[str, dict], oracle_types: dict[str, int]) -> "pd.D
     """:func:`stats` of one or more files (``columns``: label -> stats), one column each, beside
     what the restore paper states of LongMemEval-S (470 questions, ~102k-token histories) and the
     questions per type of LongMemEval's own file (``oracle_types``, the same 470 questions as S's);
-    gold placement beside the uniform law LongMemEval places it by. One row per statistic, then
+    gold placement beside the uniform law LongMemEval places it by, and the sessions a history and
+    their kinds beside S's (:data:`memlife.reconstruct.S_SHAPE`). One row per statistic, then
     ``reference`` and ``reference_source``."""
     import pandas as pd
 
     from memlife import paper_reference as pr
+    from memlife.reconstruct import S_SHAPE
 
     paper = f"restore paper, {pr.figures('data_questions')['section'].iloc[0]}"
     rows: list[tuple] = [("questions", lambda s: s["questions"], pr.figure("data_questions"), paper)]
@@ -168,6 +193,14 @@ def stats_table(columns: dict[str, dict], oracle_types: dict[str, int]) -> "pd.D
     for what, key in (("history tokens", "history_tokens"), ("turns per history", "turns_per_history")):
         for stat in (("min", "max") if key == "history_tokens" else ("median", "min", "max")):
             rows.append((f"{what}: {stat}", lambda s, key=key, stat=stat: s[key].get(stat), None, ""))
+    s_shape = ("LongMemEval-S, counted on the session ids of a public sample of its histories "
+               "(memlife.reconstruct.S_SHAPE)")
+    rows += [(f"sessions per history: {stat}", lambda s, stat=stat: s["sessions_per_history"].get(stat),
+              S_SHAPE["sessions_per_history"][stat], s_shape) for stat in ("median", "min", "max")]
+    rows += [(f"sessions: {kind.replace('_', ' ')} (share)", lambda s, kind=kind: s["session_share"][kind],
+              S_SHAPE["session_share"][kind], s_shape) for kind in SESSION_KINDS]
+    rows += [("task chat: tokens a session (mean)", lambda s: s["task_chat_tokens_per_session"],
+              S_SHAPE["task_chat_tokens_per_session"], s_shape + " (~1.5k)")]
     rows += [("distinct filler sessions", lambda s: s["distinct_filler_sessions"], None, ""),
              ("gold units", lambda s: s["gold_units"], None, ""),
              ("gold position (token quantile): median", lambda s: s["gold_position_quantile"]["median"], 0.5,
@@ -209,10 +242,10 @@ def _build_command(profile: str, out: Path) -> int:
 
     p = config.notebook_params(profile, "20_longmem_data")
     records = build_records(p["source"], n_questions=p["n_questions"], history_tokens=int(p["history_tokens"]),
-                            seed=int(p["seed"]))
+                            seed=int(p["seed"]), task_chat_share=p.get("task_chat_share"))
     write(records, out)
     print(f"{out}: {len(records)} questions ({p['source']}, history_tokens {p['history_tokens']}, "
-          f"seed {p['seed']}); sha256 {file_sha256(out)}")
+          f"task_chat_share {p.get('task_chat_share')}, seed {p['seed']}); sha256 {file_sha256(out)}")
     return 0
 
 

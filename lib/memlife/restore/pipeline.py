@@ -78,6 +78,7 @@ class Params:
     reader_max_tokens: int
     ablation_arms: bool = False
     judge_audit_items: int = 0
+    task_chat_share: float | None = None  # notebook 20's; None: S's (memlife.reconstruct.S_TASK_CHAT_SHARE)
     policies: tuple[str, ...] = evict.POLICIES  # notebook 21's: names or "module:attr"
 
 
@@ -95,14 +96,16 @@ def params(profile: str, root: Path | None = None) -> Params:
                   reader_max_tokens=int(p22["reader_max_tokens"]),
                   ablation_arms=bool(p22.get("ablation_arms", False)),
                   judge_audit_items=int(p22.get("judge_audit_items", 0)),
-                  policies=tuple(p21.get("policies", evict.POLICIES)))
+                  policies=tuple(p21.get("policies", evict.POLICIES)),
+                  task_chat_share=p20.get("task_chat_share"))
 
 
 def load_questions(p: Params) -> list[Question]:
     """Notebook 20's questions, built in memory (the reconstruction is seeded and deterministic, the
     real file hash-checked) rather than read from the profile's data directory."""
     return [longmem.to_question(r) for r in dataset.build_records(
-        p.source, n_questions=p.n_questions, history_tokens=p.history_tokens, seed=p.seed)]
+        p.source, n_questions=p.n_questions, history_tokens=p.history_tokens, seed=p.seed,
+        task_chat_share=p.task_chat_share)]
 
 
 def plan_question(q: Question, evictions: Sequence[Eviction], *, k: int, restore_cap: int,
