@@ -12,7 +12,8 @@ package; its SHA-256 is checked before use; it is never copied into the reposito
 file is cut off at 125,509,632 bytes: :func:`read_split` returns the 17,671 complete conversations
 before the cut (about a quarter of the ShareGPT sessions S uses are among them) and ignores the
 torn one. :func:`task_chat` keeps those S could have drawn: every turn from a human or gpt, none
-empty, and the conversation in English (:func:`is_english`; S's ShareGPT sessions are English).
+empty, the conversation in English (:func:`is_english`; S's ShareGPT sessions are English), and
+its id the split's for that conversation alone.
 
 No registry ships UltraChat, so ShareGPT stands in for S's UltraChat share as well. ShareGPT's
 terms are as its upstream states (README, "Licence and data").
@@ -22,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -125,9 +127,15 @@ def session_turns(record: dict) -> tuple[tuple[str, str], ...] | None:
 
 @lru_cache(maxsize=1)
 def task_chat() -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
-    """The split's conversations S could have drawn, as (session id, turns), sorted by id."""
+    """The split's conversations S could have drawn, as (session id, turns), sorted by id. An id
+    the split gives to two different conversations (123 of them before the cut) is left out: which
+    one a ``sharegpt_<id>`` session of S is cannot be told from its id."""
+    records = read_split()
+    seen = Counter(rec["id"] for rec in records)
     out = []
-    for rec in read_split():
+    for rec in records:
+        if seen[rec["id"]] > 1:
+            continue
         turns = session_turns(rec)
         if turns is not None and is_english(" ".join(c for _, c in turns)):
             out.append((ID_PREFIX + rec["id"], turns))
