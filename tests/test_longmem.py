@@ -140,3 +140,20 @@ def test_gold_rule_falls_back_to_whole_answer_sessions():
     q = longmem.to_question(recs[0])
     assert units.gold_rule_used(q) == "answer_sessions"
     assert [u.unit_id for u in units.units_of(q) if u.is_gold] == ["answer_280352e9:0", "answer_280352e9:1"]
+
+
+def test_stats_count_sessions_and_their_kinds_by_hand():
+    """TINY's two questions (the abstention one left out): 3 sessions each; by id, `sharegpt_*` and
+    `ultrachat_*` are task chat, `answer_*` listed in answer_session_ids evidence, the rest other users'."""
+    recs = json.loads(TINY.read_text())
+    s = dataset.stats(recs)
+    assert s["sessions_per_history"] == {"median": 3, "min": 3, "max": 3}
+    assert s["session_share"] == {"other_users": 0.0, "task_chat": 0.5, "evidence": 0.5}
+    recs[1]["haystack_session_ids"][1] = "85a1be56_1"  # another simulated user's session, as S names them
+    s = dataset.stats(recs)
+    assert s["session_share"] == pytest.approx({"other_users": 1 / 6, "task_chat": 2 / 6, "evidence": 3 / 6})
+    # task chat's tokens a session: the mean over the task-chat sessions of each history's units
+    qs = [longmem.to_question(r) for r in recs if not r["question_id"].endswith("_abs")]
+    sizes = [sum(u.tokens for u in units.units_of(q) if u.session_id.startswith(("sharegpt_", "ultrachat_")))
+             for q in qs]
+    assert s["task_chat_tokens_per_session"] == pytest.approx(sum(sizes) / 2)

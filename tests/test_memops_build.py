@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import replace
+from pathlib import Path
 
 from memlife.memops.build import build, params_for, validate_file
 
@@ -65,3 +66,13 @@ def test_the_paper_profile_builds_offline_at_the_papers_breadth(tmp_path):
     assert validate_file(tmp_path / "a" / "instances.jsonl") == []
     assert all(metrics.gold_failures(i, p) == [] for i in insts for p in i.probes)
     assert describe.shared_openings(insts) <= 0.05
+    # the long histories' lengths, drawn per conversation around 61k, are the paper's within 10%
+    from memlife.paper_reference import MEMOPS_TABLE2
+
+    lengths = [i.long_context.approx_tokens for i in insts]
+    for ours, paper in ((sum(lengths) / len(lengths), MEMOPS_TABLE2["Avg. approx. tokens (long-context)"]),
+                        (max(lengths), MEMOPS_TABLE2["Max. approx. tokens (long-context)"])):
+        assert abs(ours - paper) <= 0.1 * paper, (ours, paper)
+    # and the committed Table 2 JSON of the paper profile is this build's
+    committed = json.loads((Path(__file__).parents[1] / "results" / "tables" / "table2_memops_paper_profile.json").read_text())
+    assert committed["sha256"] == result.manifest["sha256"]

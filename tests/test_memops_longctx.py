@@ -146,3 +146,15 @@ def test_ultrachat_jsonl_filler(tmp_path, instances):
     bad.write_text('{"id": 1, "data": "not a list"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1: field 'data'"):
         L.load_ultrachat_jsonl(str(bad))
+
+
+def test_history_lengths_are_drawn_per_instance_within_the_spread():
+    assert L.target_tokens(61_000, 0.0, 0, "t1-remember") == 61_000
+    drawn = [L.target_tokens(61_000, 0.12, 0, f"t{i}-update") for i in range(400)]
+    assert all(61_000 * 0.88 <= t <= 61_000 * 1.12 for t in drawn)
+    assert max(drawn) > 61_000 * 1.1 and min(drawn) < 61_000 * 0.9  # the whole range is used
+    assert abs(sum(drawn) / len(drawn) - 61_000) < 61_000 * 0.02
+    assert drawn == [L.target_tokens(61_000, 0.12, 0, f"t{i}-update") for i in range(400)]  # seeded
+    assert drawn != [L.target_tokens(61_000, 0.12, 1, f"t{i}-update") for i in range(400)]
+    with pytest.raises(ValueError, match="longctx_spread"):
+        L.target_tokens(61_000, 1.5, 0, "x")

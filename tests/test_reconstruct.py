@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from memlife import longmem, reconstruct
+from memlife import longmem, reconstruct, sharegpt
 from memlife.restore import dataset, units
 
 PAPER_TYPES = {"temporal-reasoning": 127, "multi-session": 121, "knowledge-update": 72,
@@ -18,8 +18,14 @@ def oracle():
 
 @pytest.fixture(scope="module")
 def full(oracle):
-    """All 470 questions at LongMemEval-S's length, as notebook 25 and the paper profile build them."""
+    """All 470 questions at LongMemEval-S's length, as notebook 25 and the paper profile build them
+    (S's filler mix: task chat beside other users' sessions)."""
     return reconstruct.reconstruct(oracle, n_questions=None, history_tokens=102_000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def split_by_id():
+    return dict(sharegpt.task_chat())
 
 
 def _own_sessions(rec):
@@ -64,13 +70,20 @@ def test_the_histories_look_like_longmemeval_s(full):
     assert s["gold_position_quantile"]["ks_statistic"] <= 0.1
     assert 0.4 <= s["gold_position_quantile"]["median"] <= 0.6
     assert s["questions_per_type"] == PAPER_TYPES
+    # S's shape: ~50 sessions a history (S: 44-56), task chat about as common as in S (55%), ~1.5k tokens each
+    assert 44 <= s["sessions_per_history"]["median"] <= 56
+    shape = reconstruct.S_SHAPE["session_share"]
+    assert abs(s["session_share"]["task_chat"] - shape["task_chat"]) <= 0.05
+    assert abs(s["session_share"]["other_users"] - shape["other_users"]) <= 0.05
+    assert 1_200 <= s["task_chat_tokens_per_session"] <= 1_800
     # FIFO at an 8k-of-102k budget must be able to lose gold: some sits in the oldest fifth
     positions = [p for r in full for p in dataset.gold_positions(units.units_of(longmem.to_question(r)))]
     assert sum(p < 0.2 for p in positions) > 0.1 * len(positions)
 
 
-def test_filler_is_other_questions_sessions_with_has_answer_cleared(oracle, full):
+def test_filler_is_other_questions_sessions_or_sharegpt_and_never_states_the_answer(oracle, full, split_by_id):
     pool = reconstruct.session_pool(oracle)
+    task = reconstruct.TaskChat(split_by_id.items())
     for r in full[::7]:
         own = set(r["answer_session_ids"])
         own_turns = {pool[s].turns for s in own}
@@ -78,11 +91,42 @@ def test_filler_is_other_questions_sessions_with_has_answer_cleared(oracle, full
         for sid, sess in zip(r["haystack_session_ids"], r["haystack_sessions"]):
             if sid in own:
                 continue
-            assert sid in pool and pool[sid].turns not in own_turns
-            assert [(t["role"], t["content"]) for t in sess] == list(pool[sid].turns)
+            session = task[sid] if reconstruct.filler_kind(sid) == "task_chat" else pool[sid]
+            assert session.turns not in own_turns
+            assert [(t["role"], t["content"]) for t in sess] == list(session.turns)
             assert not any("has_answer" in t for t in sess)
-            assert not reconstruct.states_answer(pool[sid], phrases), (r["question_id"], sid)
+            assert not reconstruct.states_answer(session, phrases), (r["question_id"], sid)
         assert len(set(r["haystack_session_ids"])) == len(r["haystack_session_ids"])
+
+
+def test_every_sharegpt_session_is_the_splits_conversation_of_its_id(full, split_by_id):
+    """Every task-chat session of the whole build, turn by turn, is the split's conversation named
+    by its id (``sharegpt_`` + the split's id; human -> user, gpt -> assistant), as S's are."""
+    n = 0
+    for r in full:
+        for sid, sess in zip(r["haystack_session_ids"], r["haystack_sessions"]):
+            if sid.startswith(sharegpt.ID_PREFIX):
+                assert [(t["role"], t["content"]) for t in sess] == list(split_by_id[sid]), (r["question_id"], sid)
+                n += 1
+    assert n > 10_000
+
+
+def test_task_chat_share_sets_the_mix_and_zero_is_other_users_alone(oracle):
+    def kinds(recs):
+        return Counter(reconstruct.filler_kind(s) for r in recs for s in r["haystack_session_ids"]
+                       if s not in r["answer_session_ids"])
+
+    alone = reconstruct.reconstruct(oracle, n_questions=12, history_tokens=30_000, seed=0, task_chat_share=0.0)
+    assert kinds(alone)["task_chat"] == 0
+    only = reconstruct.reconstruct(oracle, n_questions=12, history_tokens=30_000, seed=0, task_chat_share=1.0)
+    assert kinds(only)["other_users"] == 0
+    half = kinds(reconstruct.reconstruct(oracle, n_questions=12, history_tokens=30_000, seed=0, task_chat_share=0.5))
+    assert abs(half["task_chat"] - half["other_users"]) <= 12  # at most one session apart a history
+    # the evidence is the same whatever the filler: only the filler differs
+    for a, b in zip(alone, only):
+        assert a["answer_session_ids"] == b["answer_session_ids"] and a["question"] == b["question"]
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        reconstruct.reconstruct(oracle, n_questions=1, history_tokens=30_000, seed=0, task_chat_share=1.5)
 
 
 def test_histories_are_chronological_and_keep_the_evidence_order(full):
@@ -106,11 +150,13 @@ def test_a_history_depends_only_on_its_question_length_and_seed(oracle, full):
     assert [r["haystack_session_ids"] for r in other] != [r["haystack_session_ids"] for r in sample]
 
 
-def test_whole_sessions_up_to_the_target_or_the_evidence_alone(oracle):
+def test_whole_sessions_up_to_the_target_or_the_evidence_alone(oracle, split_by_id):
     recs = reconstruct.reconstruct(oracle, n_questions=30, history_tokens=8_000, seed=0)
     pool = reconstruct.session_pool(oracle)
+    task = reconstruct.TaskChat(split_by_id.items())
     for r in recs:
-        total = sum(pool[s].tokens for s in r["haystack_session_ids"])
+        total = sum((task[s] if reconstruct.filler_kind(s) == "task_chat" else pool[s]).tokens
+                    for s in r["haystack_session_ids"])
         evidence = sum(pool[s].tokens for s in r["answer_session_ids"])
         assert total <= max(8_000, evidence)
         if evidence >= 8_000:

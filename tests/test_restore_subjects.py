@@ -268,3 +268,34 @@ def test_the_noisy_oracle_plants_its_profiles_rates_wherever_it_is_made(grid):
     reader = pipeline.make_reader("noisy-oracle", grid.questions, grid.histories, 7, "smoke")
     assert reader.noise == want and reader.seed == 7
     assert pipeline.make_reader("gold", grid.questions, grid.histories, 0, "smoke").model == "gold (reference)"
+
+
+def test_the_filler_comparison_pairs_two_builds_cell_by_cell(grid):
+    """The same questions on other users' sessions alone: each side's rates are the reference
+    decomposition's of its own build, the difference is a - b, and a build against itself differs
+    by nothing, with an interval of width 0."""
+    from dataclasses import replace
+
+    cfg = controls.GridConfig(n_questions=12, history_tokens=HISTORY_TOKENS,
+                              budgets=arms.scaled_budgets(HISTORY_TOKENS), seeds=[0, 1], k=12, restore_cap=1000)
+    other = controls.build_grid(replace(cfg, task_chat_share=0.0))
+    assert [q.question_id for q in other.questions] == [q.question_id for q in grid.questions]
+    assert [h.session_id for h in other.histories[other.questions[0].question_id]] != \
+        [h.session_id for h in grid.histories[grid.questions[0].question_id]]
+    obs_a = decompose.observations(controls.read(grid, "evidence-oracle")[0])
+    obs_b = decompose.observations(controls.read(other, "evidence-oracle")[0])
+    t = controls.filler_comparison(obs_a, obs_b, ("s mix", "other users"), n_boot=300, seed=0)
+    assert len(t) == len(decompose.decompose(obs_a)) * len(controls.FILLER_RATES)
+    for side, obs in (("s mix", obs_a), ("other users", obs_b)):
+        ref_t = controls.reference_decomposition(obs, n_boot=50, seed=0, min_clusters=5)
+        for rate in ("accuracy", "irreversible_rate", "recoverable_rate"):
+            got = t[t["rate"] == rate].merge(ref_t, on=list(controls.CELL))
+            assert np.allclose(got[side], got[rate]), (side, rate)
+    assert np.allclose(t["difference"], t["s mix"] - t["other users"], equal_nan=True)
+    forced = t[(t["regime"] == "forced_gold") & (t["rate"] == "recoverable_rate")]
+    assert (forced["s mix"] == 0).all() and (forced["other users"] == 0).all()  # by construction
+    same = controls.filler_comparison(obs_a, obs_a, ("a", "b"), n_boot=200, seed=0)
+    assert (same["difference"].dropna() == 0).all() and (same["difference_low"].dropna() == 0).all()
+    with pytest.raises(ValueError, match="same questions and cells"):
+        controls.filler_comparison(obs_a, obs_b[obs_b["question_id"] != obs_b["question_id"].iloc[0]],
+                                   ("a", "b"), n_boot=50, seed=0)

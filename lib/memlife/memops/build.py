@@ -31,7 +31,9 @@ class BuildParams:
     max_attempts: int = 3
     realizer: str = "auto"  # auto | template | llm
     verifier: str = "auto"  # auto (the LLM verifier when a verifier endpoint is configured) | off
-    filler_path: str | None = None  # UltraChat JSONL for the long context; None: the LongMemEval oracle sessions
+    filler_path: str | None = None  # UltraChat JSONL for the long context; None: ShareGPT's task chat
+    # Each history's length varies by up to this fraction around longctx_tokens (longctx.target_tokens)
+    longctx_spread: float = 0.0
 
 
 def params_for(profile: str) -> BuildParams:
@@ -42,7 +44,7 @@ def params_for(profile: str) -> BuildParams:
                        max_conversations=p.get("max_conversations"),
                        longctx_tokens=int(p["longctx_tokens"]), max_attempts=int(p.get("max_attempts", 3)),
                        realizer=p.get("realizer", "auto"), verifier=p.get("verifier", "auto"),
-                       filler_path=p.get("filler_path"))
+                       filler_path=p.get("filler_path"), longctx_spread=float(p.get("longctx_spread", 0.0)))
 
 
 def _use_llm(choice: str) -> bool:
@@ -83,7 +85,8 @@ def build(params: BuildParams, out_dir: Path | None = None, progress: bool = Tru
     def one(cp) -> tuple[Instance | None, gates.GateLog]:
         def attempt(k: int, feedback: str) -> Instance:
             inst = realize.llm_instance(cp, k, feedback) if use_llm else realize.template_instance(cp, k)
-            return longctx.embed(inst, params.longctx_tokens, params.seed, filler_path=params.filler_path)
+            target = longctx.target_tokens(params.longctx_tokens, params.longctx_spread, params.seed, inst.instance_id)
+            return longctx.embed(inst, target, params.seed, filler_path=params.filler_path)
         own = gates.GateLog()  # merged in plan order below, so the log does not depend on timing
         return gates.generate_with_gates(attempt, cp.instance_id, own, params.max_attempts, verify), own
 

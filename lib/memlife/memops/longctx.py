@@ -11,7 +11,8 @@ distractors are short exchanges derived from the gold trace: they name an operat
 they are semantically close to it, but they state no value of the user's and change nothing
 (state-neutral).
 
-The target length is a parameter. The paper's histories average 60,821 tokens (at most 68,309);
+The target length is a parameter, drawn per instance around a mean (`target_tokens`). The paper's
+histories average 60,821 tokens (at most 68,309);
 the embedded model has an 8k window, so the smoke and quick profiles use short histories on
 purpose, and there a long session gives only its opening exchanges.
 """
@@ -169,6 +170,18 @@ def load_ultrachat_jsonl(path: str):
                           for i, x in enumerate(data) if x.strip())
             out.append(Dialogue(dialogue_id=str(rec.get("id", lineno)), date="", turns=turns))
     return tuple(sorted(out, key=lambda d: d.dialogue_id))
+
+
+def target_tokens(mean: int, spread: float, seed: int, instance_id: str) -> int:
+    """An instance's history length: `mean` x (1 + u), u uniform on [-spread, spread] and drawn per
+    instance (seeded), so histories vary in length as the paper's do (60,821 on average, at most
+    68,309: a spread of 0.12); `spread` 0 gives every history `mean`."""
+    if not 0.0 <= spread < 1.0:
+        raise ValueError(f"longctx_spread = {spread}: a fraction in [0, 1)")
+    if spread == 0:
+        return mean
+    u = random.Random(f"{seed}:longctx-length:{instance_id}").uniform(-spread, spread)
+    return round(mean * (1 + u))
 
 
 def _cut(session: FillerSession, room: float) -> tuple[tuple[Turn, ...], int] | None:
