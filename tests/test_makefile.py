@@ -66,6 +66,7 @@ def test_a_current_environment_has_nothing_to_rebuild(scratch):
     model_stamp(scratch).touch()
     (scratch / make_variable(scratch, "GGUF_STAMP")).touch()
     (scratch / make_variable(scratch, "ORACLE_STAMP")).touch()
+    (scratch / make_variable(scratch, "SHAREGPT_STAMP")).touch()
     assert "pip" not in dry_run(scratch)
 
 
