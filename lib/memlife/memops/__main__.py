@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--realizer", choices=("auto", "template", "llm"),
                    help="override the profile's realizer (auto: the LLM when a generator endpoint is configured)")
     b.add_argument("--filler", type=Path,
-                   help="UltraChat JSONL for the unrelated conversations (default: the LongMemEval oracle file's sessions)")
+                   help="UltraChat JSONL for the unrelated conversations (default: ShareGPT's task chat, memlife.sharegpt)")
     b.add_argument("--offline", action="store_true",
                    help="template realizer and no LLM verifier, whatever endpoints the profile names")
     v = sub.add_parser("validate", help="check a JSONL file against the deterministic gates")
