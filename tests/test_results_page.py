@@ -99,8 +99,8 @@ def test_one_line_per_executed_notebook_with_its_key_number(built):
         assert re.search(r"\d", key.split("(")[0]), (stem, key)  # a number of its own, not the source's name
         assert "page" in files and ".ipynb" in files
     # the numbers are read from the committed tables, as the README states them
-    assert "0.685" in parsed.rows["14_memops_controls"][1] and "0.623" in parsed.rows["14_memops_controls"][1]
-    assert "95%" in parsed.rows["25_restore_controls"][1] and "33%" in parsed.rows["25_restore_controls"][1]
+    assert "0.911" in parsed.rows["14_memops_controls"][1] and "0.643" in parsed.rows["14_memops_controls"][1]
+    assert "96%" in parsed.rows["25_restore_controls"][1] and "35%" in parsed.rows["25_restore_controls"][1]
 
 
 def test_the_page_names_the_profile_and_the_commit_the_run_was_made_from(built):
