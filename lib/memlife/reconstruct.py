@@ -10,7 +10,7 @@ from a dataset hub, out of reach offline; the oracle file travels inside the PyP
 
 - its own evidence sessions, verbatim: turns, ``has_answer`` flags and real dates (temporal
   questions are about those dates), ids in ``answer_session_ids``;
-- filler of S's two kinds, drawn seeded per question (:func:`filler_kinds` names them): other
+- filler of S's two kinds, drawn seeded per question (:func:`filler_kind` names them): other
   simulated users' sessions, which are the *other* questions' sessions of the oracle file (940
   distinct real user–assistant chats, ``has_answer`` cleared, never one of this question's own
   sessions or a copy of one), and task-oriented chat, which is ShareGPT's split as S draws it
