@@ -120,7 +120,7 @@ SHAREGPT_STAMP := $(ENV_DIR)/.memlife-sharegpt-$(SHAREGPT_WHEEL)
 LLAMA_RUNTIME_ID := $(shell sha256sum $(LLAMA_RUNTIME) 2>/dev/null | cut -c1-12)
 MODEL_STAMP := $(ENV_DIR)/.memlife-model-$(LLAMA_RUNTIME_ID)
 # MemOS pins openai<2 and transformers<5 (ours: 3.x / 5.x), so it lives in its own environment,
-# driven by lib/memlife/memops/memos_worker.py over JSON lines (MEMLIFE_MEMOS_PYTHON overrides).
+# driven by lib/memlife/memops/systems/memos_worker.py over JSON lines (MEMLIFE_MEMOS_PYTHON overrides).
 MEMOS_ENV := .venv-memos
 MEMOS_STAMP := $(MEMOS_ENV)/.memlife-memos
 # CPU torch: this exact pin resolves to the CPU build; a looser spec pulls a multi-GB CUDA build.
@@ -383,7 +383,7 @@ $(LONGMEMEVAL): | env
 	curl -L --fail -o $@.part "$$($(PY) -c 'from memlife import longmem; print(longmem.LONGMEMEVAL_S_URL)')"
 	echo "$$($(PY) -c 'from memlife import longmem; print(longmem.LONGMEMEVAL_S_SHA256)')  $@.part" | sha256sum -c -
 	mv $@.part $@
-	$(PY) -m memlife.restore.dataset validate $@
+	$(PY) -m memlife.restore.data.dataset validate $@
 
 ultrachat: $(ULTRACHAT)
 $(ULTRACHAT):

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from memlife.restore import analyses, decompose
+from memlife.restore.analyses import decompose, paper_analyses
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic records' module
 from restore_simulate import simulate_records  # noqa: E402
@@ -24,20 +24,20 @@ def main() -> None:
     t1 = time.perf_counter()
     obs = decompose.observations(records, source="synthetic")
     t2 = time.perf_counter()
-    boot = analyses.cell_bootstrap(obs, n_boot=N_BOOT, seed=0)
+    boot = paper_analyses.cell_bootstrap(obs, n_boot=N_BOOT, seed=0)
     t3 = time.perf_counter()
-    r1 = analyses.shares(boot)
+    r1 = paper_analyses.shares(boot)
     t4 = time.perf_counter()
-    r2 = analyses.regime_gap(boot)
+    r2 = paper_analyses.regime_gap(boot)
     t5 = time.perf_counter()
-    r3 = analyses.matched_accuracy(boot, tolerance=0.02)
+    r3 = paper_analyses.matched_accuracy(boot, tolerance=0.02)
     t6 = time.perf_counter()
     print(f"records: {len(records):,} rows, {len(obs):,} observations, {len(boot.cells)} cells, "
           f"{N_QUESTIONS} question clusters, {N_BOOT:,} resamples")
     print(f"simulate records          {t1 - t0:7.2f} s  (synthetic input, not part of the bootstrap)")
     print(f"observations (decompose)  {t2 - t1:7.2f} s")
     print(f"count matrix + cell sums  {t3 - t2:7.2f} s")
-    print(f"R1 shares, {len(analyses.SHARES)} per cell      {t4 - t3:7.2f} s  ({len(r1)} cells)")
+    print(f"R1 shares, {len(paper_analyses.SHARES)} per cell      {t4 - t3:7.2f} s  ({len(r1)} cells)")
     print(f"R2 gaps + Holm            {t5 - t4:7.2f} s  ({len(r2)} tests)")
     print(f"R3 paired contrasts       {t6 - t5:7.2f} s  ({len(r3)} contrasts)")
     print(f"full bootstrap (R1-R3)    {t6 - t2:7.2f} s")

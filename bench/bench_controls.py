@@ -40,7 +40,7 @@ def stage(name: str):
 def notebook_14(p: dict, data_dir: Path | None) -> None:
     from dataclasses import replace
 
-    from memlife.memops import controls
+    from memlife.memops.analyses import controls
     from memlife.memops.build import BuildParams, load_or_build
 
     noise = ref.Noise(miss_base=p["miss_base"], miss_slope_per_1k=p["miss_slope_per_1k"], miss_cap=p["miss_cap"],
@@ -86,8 +86,11 @@ def notebook_14(p: dict, data_dir: Path | None) -> None:
 def notebook_25(p: dict) -> None:
     import pandas as pd
 
-    from memlife.restore import analyses, arms, controls, decompose
-    from memlife.restore.evict import CONTROL
+    from memlife.restore.judging import grading
+
+    from memlife.restore.reading import arms
+    from memlife.restore.analyses import controls, decompose, paper_analyses
+    from memlife.restore.eviction.evict import CONTROL
 
     budgets = arms.resolve_budgets(p["budgets"], p["history_tokens"])
     cfg = controls.GridConfig(n_questions=p["n_questions"], history_tokens=p["history_tokens"], budgets=budgets,
@@ -102,7 +105,7 @@ def notebook_25(p: dict) -> None:
         with stage(f"read {name}"):
             records[name], readers[name] = controls.read(grid, name, seed=p["seed"], noise=noise)
     with stage("combine + observations + decompose"):
-        arms.combine(*records.values())
+        grading.combine(*records.values())
         obs = {name: decompose.observations(r) for name, r in records.items()}
         {name: decompose.decompose(o) for name, o in obs.items()}
     with stage("evidence_oracle_expected"):
@@ -112,7 +115,7 @@ def notebook_25(p: dict) -> None:
                                          min_clusters=p["min_clusters"])
     with stage("matched_accuracy x2"):
         for name in ("evidence-oracle", "noisy-oracle"):
-            analyses.matched_accuracy(analyses.cell_bootstrap(obs[name], p["n_boot"], p["seed"]),
+            paper_analyses.matched_accuracy(paper_analyses.cell_bootstrap(obs[name], p["n_boot"], p["seed"]),
                                       tolerance=p["match_tolerance"], control=CONTROL,
                                       min_clusters=p["min_clusters"])
     with stage("design + read_index + correct_at"):

@@ -11,9 +11,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from memlife.memops import gates, longctx, realize
+from memlife.memops.scoring.metrics import gold_failures
+from memlife.memops.data import gates, longctx, realize
 from memlife.memops.build import build, params_for
-from memlife.memops.plan import PlanParams, plan
+from memlife.memops.data.plan import PlanParams, plan
 
 
 def main() -> None:
@@ -26,7 +27,7 @@ def main() -> None:
     insts = [realize.template_instance(cp) for cp in cps]
     t_real = time.perf_counter() - t
     t = time.perf_counter()
-    n_fail = sum(bool(gates.check(i)) for i in insts)
+    n_fail = sum(bool(gates.check(i, gold_failures)) for i in insts)
     t_gate = time.perf_counter() - t
     t = time.perf_counter()
     longctx.filler_sessions()

@@ -20,7 +20,9 @@ import time
 from collections import defaultdict
 
 from memlife import longmem, retrieve
-from memlife.restore import arms, dataset, evict, units
+from memlife.restore.data import dataset, units
+from memlife.restore.eviction import evict
+from memlife.restore.reading import arms
 
 
 def stand_in_importance(texts) -> dict[str, float]:

@@ -13,7 +13,7 @@ import hashlib
 import random
 
 from memlife.longmem import DATE_FORMAT, QUESTION_TYPES
-from memlife.memops import corpus
+from memlife.memops.data import corpus
 from memlife.models import tokens
 
 # ---------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from memlife.restore.decompose import CONTRACT_COLUMNS
-from memlife.restore.evict import CONTROL, FIFO, IMPORTANCE, NO_EVICT, POLICIES, RANDOM, REDUNDANCY
-from memlife.restore.read_context import REGIMES
+from memlife.restore.analyses.decompose import CONTRACT_COLUMNS
+from memlife.restore.eviction.evict import CONTROL, FIFO, IMPORTANCE, NO_EVICT, POLICIES, RANDOM, REDUNDANCY
+from memlife.restore.reading.read_context import REGIMES
 
 SYNTHETIC_TAG = "SYNTHETIC"
 QUESTION_TYPES = (

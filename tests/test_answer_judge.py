@@ -1,4 +1,4 @@
-"""The deterministic judge (memlife.restore.answer_judge) on LongMemEval's real answers: every gold
+"""The deterministic judge (memlife.restore.judging.answer_judge) on LongMemEval's real answers: every gold
 answer is CORRECT and every abstention INCORRECT over the oracle file's 470 questions, hand-computed
 units, and the error rates on the hand-graded cases (`pytest -s` prints the table)."""
 from pathlib import Path
@@ -7,8 +7,8 @@ import pytest
 
 from memlife import reconstruct
 from memlife.restore import __main__ as cli
-from memlife.restore import answer_judge, answer_text
-from memlife.restore import subjects as rsub
+from memlife.restore.judging import answer_judge, answer_text
+from memlife.restore.reading import subjects as rsub
 
 CASES = Path(__file__).parent / "data" / "longmemeval_judge_cases.yaml"
 ABSTENTIONS = ("I don't know.", "I do not know", "That is not mentioned in the snippets.",
@@ -129,7 +129,7 @@ def test_hand_computed_units(question, qtype, answer, hyp, label):
 
 
 def test_normalize_is_the_one_normalizer():
-    from memlife.restore import arms
+    from memlife.restore.reading import arms
 
     assert not hasattr(arms, "normalize") and not hasattr(arms, "deterministic_correct")
     assert answer_text.normalize("I don't know: Twenty-Five $1,250 for the cats.") == "i do not know 25 $ 1250 for cats"

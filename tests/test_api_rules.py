@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from memlife.memops import gates, judging, realize, response
+from memlife.memops.data import gates, realize, response
+from memlife.memops.scoring import judging
 from memlife.models import api_rules
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "memlife"

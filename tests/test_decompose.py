@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memlife.restore import decompose as d
+from memlife.restore.analyses import decompose as d
 from memlife.restore.__main__ import main
 
 from restore_simulate import simulate_records

@@ -67,7 +67,7 @@ def test_a_reasoning_budget_too_small_is_an_empty_reply_said_and_counted(isolate
 
 
 def test_schemas_the_strict_endpoint_accepts_and_one_it_rejects(isolated_llm, strict):
-    from memlife.memops.realize import GeneratedSegment
+    from memlife.memops.data.realize import GeneratedSegment
 
     class Loose(BaseModel):
         turns: list[str]
@@ -80,7 +80,7 @@ def test_schemas_the_strict_endpoint_accepts_and_one_it_rejects(isolated_llm, st
 
 
 def test_a_32k_vllm_model_reports_its_window_and_memops_prompts_fit_it(isolated_llm):
-    from memlife.memops.reading import Reader
+    from memlife.memops.systems.reading import Reader
 
     with StrictServer(window=32_768) as s:
         c = client_for(isolated_llm, s, model="Qwen/Qwen2.5-7B-Instruct", price_per_mtok="0,0")
@@ -128,7 +128,7 @@ def test_a_configured_requests_per_minute_budget_is_kept(isolated_llm):
 
 
 def test_a_refusal_is_recorded_as_such_cached_and_counted(isolated_llm, strict, tmp_path):
-    from memlife.memops.response import MemOpsResponse
+    from memlife.memops.data.response import MemOpsResponse
 
     c = client_for(isolated_llm, strict, model="gpt-4o-mini")
     obj, out = c.complete_json(MSG("REFUSE-ME please"), schema=MemOpsResponse, max_tokens=64)
@@ -141,8 +141,9 @@ def test_a_refusal_is_recorded_as_such_cached_and_counted(isolated_llm, strict, 
 
 
 def test_the_memops_judge_sends_its_schema_and_accepts_the_structured_reply(isolated_llm, strict):
-    from memlife.memops import build, evaluate, judging
-    from memlife.memops.response import MemOpsResponse, ParsedResponse
+    from memlife.memops import build
+    from memlife.memops.scoring import judging, labels
+    from memlife.memops.data.response import MemOpsResponse, ParsedResponse
 
     params = build.BuildParams(profile="smoke", seed=0, n_topics=1, max_conversations=1, longctx_tokens=2000,
                                realizer="template", verifier="off")
@@ -151,7 +152,7 @@ def test_the_memops_judge_sends_its_schema_and_accepts_the_structured_reply(isol
     parsed = ParsedResponse(raw="{}", response=MemOpsResponse(answer=probe.expected_answer, operations=[],
                                                               provenance=[]))
     judge = client_for(isolated_llm, strict, role="judge", model="gpt-4o")
-    out = evaluate._judge({}, inst, probe, parsed, judge)
+    out = labels.judge_reply(inst, probe, parsed, judge)
     assert strict.bodies[-1]["response_format"]["json_schema"]["name"] == "MemOpsJudgement"
     assert out["judge_valid"] and out["judge_model"] == "gpt-4o" and strict.rejected == []
     assert judging.parse_judge('```json\n{"accuracy": 1, "operation": 0, "provenance": 1, "leakage": "NA", '
@@ -264,9 +265,13 @@ def test_every_role_is_accepted_by_a_strict_reasoning_endpoint_configured_by_the
         isolated_llm, monkeypatch):
     """MEMLIFE_BASE_URL, MEMLIFE_MODEL and OPENAI_API_KEY only: the generator, verifier, reader,
     judge and importance calls of both tracks, as the library makes them, all accepted."""
-    from memlife.memops import build, evaluate, gates, reading, systems
-    from memlife.memops.response import ParsedResponse
-    from memlife.restore import arms, evict, prompts
+    from memlife.memops import build
+    from memlife.memops.data import gates
+    from memlife.memops.scoring import labels
+    from memlife.memops.systems import baselines, reading
+    from memlife.memops.data.response import ParsedResponse
+    from memlife.restore.eviction import evict
+    from memlife.restore.reading import arms, prompts
 
     with StrictServer(window=400_000) as s:
         monkeypatch.setenv("MEMLIFE_BASE_URL", s.base_url)
@@ -284,9 +289,9 @@ def test_every_role_is_accepted_by_a_strict_reasoning_endpoint_configured_by_the
         # reader and judge: notebook 12
         reader = reading.Reader(llm.get_client("reader"), max_tokens=384)
         history = reading.history_for(inst, "long_context")
-        ans = systems.LongContextSystem(reader).answer(history, inst.probes[0].question)
+        ans = baselines.LongContextSystem(reader).answer(history, inst.probes[0].question)
         assert not ans.parsed.malformed
-        judged = evaluate._judge({}, inst, inst.probes[0], ParsedResponse(raw=ans.parsed.raw, response=ans.parsed.response),
+        judged = labels.judge_reply(inst, inst.probes[0], ParsedResponse(raw=ans.parsed.raw, response=ans.parsed.response),
                                  llm.get_client("judge"))
         assert judged["judge_valid"], judged
         # importance scorer, reader and judge: notebooks 21 and 22, at the paper's token budgets

@@ -138,7 +138,7 @@ def test_the_estimate_counts_the_run_a_pilot_forecasts_it_and_a_batch_run_gives_
 
 
 def test_a_scratch_project_finds_memos_environment_so_memos_is_run_and_counted(tmp_path, monkeypatch):
-    from memlife.memops import managed
+    from memlife.memops.systems import managed
     from memlife.running import estimate
 
     monkeypatch.setenv("MEMLIFE_CACHE_DIR", str(tmp_path / "cache"))

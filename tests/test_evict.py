@@ -6,8 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlife import longmem
-from memlife.restore import arms, evict, units
-from memlife.restore.units import Unit
+from memlife.restore.data import units
+from memlife.restore.eviction import evict
+from memlife.restore.reading import arms
+from memlife.restore.data.units import Unit
 
 import longmem_templates
 

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from memlife.base import plugins
-from memlife.memops import evaluate, registry, systems
-from memlife.memops.schema import Instance
-from memlife.restore import analyses, arms, controls, decompose, evict
+from memlife.memops.systems import answering, baselines, registry
+from memlife.memops.scoring import labels
+from memlife.memops.data.schema import Instance
+from memlife.restore.eviction import evict
+from memlife.restore.reading import arms
+from memlife.restore.analyses import controls, decompose, paper_analyses
 
 from conftest import completion
 
@@ -61,10 +64,10 @@ class _Client:
 
 def test_the_papers_systems_and_policies_are_registered_with_their_declarations():
     specs = registry.registered_systems()
-    assert set(systems.SYSTEMS) <= set(specs)
-    assert [n for n in systems.SYSTEMS if specs[n].model_free] == ["long_context", "bm25_turn", "bm25_session", "mem0"]
-    assert {n for n in systems.SYSTEMS if specs[n].parallel} == set(evaluate.PARALLEL_SYSTEMS)
-    assert not any(specs[n].version for n in systems.SYSTEMS)  # their run keys are what they always were
+    assert set(baselines.SYSTEMS) <= set(specs)
+    assert [n for n in baselines.SYSTEMS if specs[n].model_free] == ["long_context", "bm25_turn", "bm25_session", "mem0"]
+    assert {n for n in baselines.SYSTEMS if specs[n].parallel} == set(answering.PARALLEL_SYSTEMS)
+    assert not any(specs[n].version for n in baselines.SYSTEMS)  # their run keys are what they always were
     pol = evict.registered_policies()
     assert set(evict.POLICIES) <= set(pol)
     assert [n for n in evict.POLICIES if pol[n].seeded] == ["random", "control"]
@@ -90,7 +93,7 @@ def test_a_wrong_name_fails_at_once_with_the_profile_key_and_the_nearest_name(to
     with pytest.raises(ValueError, match="listed twice"):
         evict.resolve_policies(["fifo", "fifo"], where)
     # the paper's names are the paper's
-    (toy.parent / "clash.py").write_text("from memlife.restore.evict import PolicySpec\n"
+    (toy.parent / "clash.py").write_text("from memlife.restore.eviction.evict import PolicySpec\n"
                                          "fifo = PolicySpec('fifo', lambda units, budget, ctx: [])\n")
     with pytest.raises(ValueError, match="'fifo' is the paper's"):
         evict.resolve_policies(["clash:fifo"], where)
@@ -98,7 +101,7 @@ def test_a_wrong_name_fails_at_once_with_the_profile_key_and_the_nearest_name(to
 
 
 def test_a_policy_that_overfills_the_store_or_invents_units_fails_by_name(toy):
-    from memlife.restore.units import Unit
+    from memlife.restore.data.units import Unit
 
     us = [Unit(unit_id=f"s:{i}", session_id="s", turn_index=i, date="d", role="user", text=f"t{i}", tokens=10,
                order=i, is_gold=False) for i in range(4)]
@@ -116,9 +119,10 @@ def test_a_policy_that_overfills_the_store_or_invents_units_fails_by_name(toy):
 
 def test_the_toy_system_runs_through_notebook_12s_evaluation_beside_a_papers_system(toy, tmp_path):
     client = _Client()
-    cfg = evaluate.EvalConfig(profile="myexp", systems=["long_context", "toy_memory:RecentTurns"],
+    cfg = answering.EvalConfig(profile="myexp", systems=["long_context", "toy_memory:RecentTurns"],
                               settings=["adjacent"], max_probes=2, judge=False)
-    records = evaluate.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
+    replies = answering.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
+    records = labels.run(replies, [INSTANCE], cfg, tmp_path / "run", progress=False)
     assert set(records["system"]) == {"long_context", "toy"}
     toy_rows, lc_rows = records[records.system == "toy"], records[records.system == "long_context"]
     assert list(toy_rows["probe_id"]) == list(lc_rows["probe_id"]) and len(toy_rows) == 2
@@ -127,26 +131,27 @@ def test_the_toy_system_runs_through_notebook_12s_evaluation_beside_a_papers_sys
     assert (toy_rows["context_tokens"].values < lc_rows["context_tokens"].values).all()
     assert (tmp_path / "run" / "journal" / "toy__adjacent.jsonl").is_file()
     # notebook 13's tables take it like any system
-    from memlife.memops import aggregate
-    from memlife.memops import analyses as memops_analyses
+    from memlife.memops.analyses import aggregate
+    from memlife.memops.analyses import paper_analyses as memops_analyses
 
     records["Method"] = memops_analyses.method_labels(records)
     assert any("toy" in m for m in aggregate.table3_rows(records, ["Method"])["Method"])
     # resumed: nothing asked again; the toy edited: its probes asked afresh, long-context's kept
     assert client.calls == 4
-    evaluate.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
+    answering.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
     assert client.calls == 4
     toy.write_text(example_source().replace("keep = 12", "keep = 6"))
     sys.modules.pop("toy_memory", None)
-    again = evaluate.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
+    again = answering.run([INSTANCE], cfg, tmp_path / "run", reader_client=client, progress=False)
     assert client.calls == 6 and set(again.loc[again.system == "toy", "answer"]) == {"6"}
     assert len(again) == 4 and again.loc[again.system == "long_context", "run_key"].nunique() == 1
 
 
 def test_a_reference_subject_reads_through_a_model_free_system_of_ones_own(toy, tmp_path):
-    cfg = evaluate.EvalConfig(systems=["toy_memory:RecentTurns"], settings=["adjacent"], max_probes=1,
+    cfg = answering.EvalConfig(systems=["toy_memory:RecentTurns"], settings=["adjacent"], max_probes=1,
                               judge=False, subject="gold")
-    records = evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_Client(), progress=False)
+    replies = answering.run([INSTANCE], cfg, tmp_path, reader_client=_Client(), progress=False)
+    records = labels.run(replies, [INSTANCE], cfg, tmp_path, progress=False)
     assert set(records["system"]) == {"toy"} and records["accuracy"].all()
 
 
@@ -195,14 +200,14 @@ def test_the_toy_policy_runs_through_the_grid_the_reads_and_the_decomposition(to
     # notebook 23's family: the evicting policies run, the toy among them, no_evict not
     family = evict.holm_family(obs["policy"].dropna().unique())
     assert family == ["fifo", "toy"] and not evict.is_paper_family(family)
-    r2 = analyses.regime_gap(analyses.cell_bootstrap(obs, n_boot=50, seed=0), policies=family)
+    r2 = paper_analyses.regime_gap(paper_analyses.cell_bootstrap(obs, n_boot=50, seed=0), policies=family)
     assert set(r2["policy"]) == {"fifo", "toy"}
     assert (r2["family_size"] == 2 * len(cfg.budgets)).all()
 
 
 def test_a_control_of_ones_own_stays_out_of_the_family(toy):
     (toy.parent / "my_control.py").write_text(
-        "from memlife.restore.evict import PolicySpec, by_priority\n\n\n"
+        "from memlife.restore.eviction.evict import PolicySpec, by_priority\n\n\n"
         "def gold_first(units, budget, ctx):\n"
         "    return by_priority(units, budget, key=lambda u: (not u.is_gold, u.order))\n\n\n"
         "spec = PolicySpec('gold_first', gold_first, role='control')\n")

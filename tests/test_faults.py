@@ -345,7 +345,7 @@ def record():
 
 
 def _longmem_validate(tmp_path, records, capsys, raw: bytes | None = None):
-    from memlife.restore import dataset
+    from memlife.restore.data import dataset
 
     path = tmp_path / "lm.json"
     path.write_bytes(raw if raw is not None else json.dumps(records).encode())

@@ -195,7 +195,7 @@ def test_a_base_url_with_credentials_is_written_without_them():
 
 # --------------------------------------------------------------------------- code a profile brings in
 
-MY_POLICY = ("from memlife.restore.evict import by_priority\n\n\n"
+MY_POLICY = ("from memlife.restore.eviction.evict import by_priority\n\n\n"
              "def longest_first(units, budget, ctx):\n"
              "    return by_priority(units, budget, key=lambda u: -u.tokens)\n")
 MY_MEMORY = ("class RecentTurns:\n    name = 'recent'\n    model_free = True\n\n"

@@ -19,23 +19,27 @@ def test_no_cycle_and_no_upward_import_in_the_package():
 @pytest.mark.parametrize("graph, expected", [
     ({"memlife.base.paths": {"memlife.models.llm"}, "memlife.models.llm": set()},
      "memlife.base.paths (base) imports memlife.models.llm (models): an upward import"),
-    ({"memlife.memops.systems": {"memlife.restore.evict"}, "memlife.restore.evict": set()},
+    ({"memlife.memops.systems.baselines": {"memlife.restore.eviction.evict"}, "memlife.restore.eviction.evict": set()},
      "the two tracks do not import each other"),
-    ({"memlife.stats": {"memlife.restore.evict"}, "memlife.restore.evict": set()},
-     "memlife.stats (science) imports memlife.restore.evict (restore): an upward import"),
+    ({"memlife.stats": {"memlife.restore.eviction.evict"}, "memlife.restore.eviction.evict": set()},
+     "memlife.stats (science) imports memlife.restore.eviction.evict (restore): an upward import"),
     ({"memlife.models.llm": {"memlife.models.replies"}, "memlife.models.replies": {"memlife.models.llm"}},
      "import cycle"),
-    ({"memlife.restore.arms": {"memlife"}, "memlife": set()}, "imports the package itself"),
+    ({"memlife.restore.reading.arms": {"memlife"}, "memlife": set()}, "imports the package itself"),
 ])
 def test_the_check_names_a_cycle_an_upward_import_and_a_track_importing_the_other(graph, expected):
     found = architecture.problems(graph)
     assert any(expected in p for p in found), found
 
 
-def test_a_downward_import_and_one_within_a_place_are_allowed():
-    graph = {"memlife.running.runner": {"memlife.models.llm", "memlife.memops.evaluate"},
-             "memlife.memops.evaluate": {"memlife.memops.metrics", "memlife.stats", "memlife.base.paths"},
-             "memlife.memops.metrics": set(), "memlife.stats": set(), "memlife.base.paths": set(),
+def test_a_downward_import_one_within_a_place_and_one_to_an_earlier_stage_are_allowed():
+    graph = {"memlife.running.runner": {"memlife.models.llm", "memlife.memops.scoring.labels"},
+             "memlife.memops.scoring.labels": {"memlife.memops.systems.answering", "memlife.memops.scoring.metrics",
+                                               "memlife.stats", "memlife.base.paths"},
+             "memlife.memops.systems.answering": {"memlife.memops.data.schema"},
+             "memlife.memops.build": {"memlife.memops.scoring.metrics", "memlife.memops.data.gates"},
+             "memlife.memops.data.gates": {"memlife.memops.data.schema"}, "memlife.memops.data.schema": set(),
+             "memlife.memops.scoring.metrics": set(), "memlife.stats": set(), "memlife.base.paths": set(),
              "memlife.models.llm": {"memlife.base.paths"}}
     assert architecture.problems(graph) == []
 
@@ -61,14 +65,20 @@ def _docstring(path: Path) -> str:
     return ast.get_docstring(ast.parse(path.read_text())) or ""
 
 
-def test_every_place_says_what_lives_there_and_what_it_may_import():
+def test_every_place_and_stage_says_what_lives_there_and_what_it_may_import():
     mods = architecture.modules()
-    for pkg in sorted(architecture.SUBPACKAGES):
+    packages = sorted(architecture.SUBPACKAGES) + [f"{t}.{s}" for t, ss in architecture.STAGES.items() for s in ss]
+    for pkg in packages:
         doc = _docstring(mods[f"memlife.{pkg}"])
-        assert "Imports:" in doc, f"memlife/{pkg}/__init__.py says nothing of what it may import"
+        assert "Imports:" in doc, f"memlife/{pkg.replace('.', '/')}/__init__.py says nothing of what it may import"
         for m in mods:
-            if m.startswith(f"memlife.{pkg}.") and not m.endswith("__main__"):
-                assert f"`{m.rpartition('.')[2]}`" in doc, f"memlife/{pkg}/__init__.py does not name {m}"
+            if m.startswith(f"memlife.{pkg}.") and not m.endswith("__main__") and m.count(".") == pkg.count(".") + 2:
+                assert f"`{m.rpartition('.')[2]}`" in doc or f"`{m}`" in doc, \
+                    f"memlife/{pkg.replace('.', '/')}/__init__.py does not name {m}"
+    for track, stages in architecture.STAGES.items():  # a track names its stages, in order
+        doc = _docstring(mods[f"memlife.{track}"])
+        where = [doc.index(f"`memlife.{track}.{s}`") for s in stages]
+        assert where == sorted(where), f"memlife/{track}/__init__.py names its stages out of order"
     top = _docstring(mods["memlife"])
     for m in mods:
         if architecture.place(m) == "science":
@@ -96,7 +106,7 @@ def test_the_profile_vocabulary_is_the_endpoint_dataclass():
 
 def test_the_papers_policy_names_are_the_eviction_policies():
     from memlife import paper_reference
-    from memlife.restore import evict
+    from memlife.restore.eviction import evict
 
     assert paper_reference.PAPER_EVICTING_POLICIES == evict.BASELINE_POLICIES
     assert paper_reference.NO_EVICT == evict.NO_EVICT

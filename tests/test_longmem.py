@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from memlife import longmem
-from memlife.restore import dataset, units
+from memlife.restore.data import dataset, units
 
 import longmem_templates
 

@@ -1,4 +1,4 @@
-"""memlife.memops.analyses and memops.figures on hand-made records whose numbers are worked out
+"""memlife.memops.analyses.paper_analyses and memops.analyses.figures on hand-made records whose numbers are worked out
 by hand: the tables notebook 13 saves, and the figures notebooks 11 and 13 save."""
 import math
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from memlife import paper_reference
-from memlife.memops import analyses, figures
+from memlife.memops.analyses import figures, paper_analyses
 
 
 def _records():
@@ -25,36 +25,36 @@ def _records():
 
 def test_method_labels_name_models_and_reference_subjects_apart():
     rec = _records().head(2)
-    assert analyses.method_labels(rec) == ["ours: bm25_turn (Adjacent)", "ours: bm25_turn (Long Context)"]
-    assert analyses.method_labels(rec.assign(reader="gold"))[0] == "gold (reference): bm25_turn (Adjacent)"
+    assert paper_analyses.method_labels(rec) == ["ours: bm25_turn (Adjacent)", "ours: bm25_turn (Long Context)"]
+    assert paper_analyses.method_labels(rec.assign(reader="gold"))[0] == "gold (reference): bm25_turn (Adjacent)"
 
 
 def test_beside_paper_puts_the_papers_rows_first_in_our_columns():
     paper = pd.DataFrame({"Method": ["GPT-4o (Adjacent)"], "Accuracy": [0.85], "Operation F1": [0.798]})
     ours = pd.DataFrame({"Method": ["ours: x"], "Accuracy": [0.5], "Malformed": [0.1]})
-    t = analyses.beside_paper(paper, ours)
+    t = paper_analyses.beside_paper(paper, ours)
     assert list(t.columns) == ["source", "Method", "Accuracy", "Malformed"]
     assert t["source"].tolist() == ["paper", "ours"] and math.isnan(t.loc[0, "Malformed"])
     assert "source" not in ours.columns and "source" not in paper.columns  # inputs left alone
 
 
 def test_setting_deltas_only_for_systems_in_both_settings():
-    d = analyses.setting_deltas(_records(), "op_type")
+    d = paper_analyses.setting_deltas(_records(), "op_type")
     assert d.to_dict("records") == [{"system": "bm25_turn", "op_type": "forget", "delta": -1.0},
                                     {"system": "bm25_turn", "op_type": "update", "delta": 0.0}]
     only_adjacent = _records().query("setting == 'adjacent'")
-    assert analyses.setting_deltas(only_adjacent, "op_type").empty
+    assert paper_analyses.setting_deltas(only_adjacent, "op_type").empty
 
 
 def test_paper_setting_deltas_from_the_published_table():
-    d = analyses.paper_setting_deltas(paper_reference.memops_table(5), list(analyses.PROBE_NAMES.values()))
+    d = paper_analyses.paper_setting_deltas(paper_reference.memops_table(5), list(paper_analyses.PROBE_NAMES.values()))
     assert d["system"].nunique() == 7  # the models the paper ran in both settings
     gpt4o = d[(d["system"] == "paper: GPT-4o") & (d["category"] == "State Trajectory")]["delta"].item()
     assert gpt4o == pytest.approx(0.390 - 0.866)
 
 
 def test_adjacent_to_long_delta_table():
-    t = analyses.adjacent_to_long_delta(_records(), paper_reference.memops_table(4), paper_reference.memops_table(5))
+    t = paper_analyses.adjacent_to_long_delta(_records(), paper_reference.memops_table(4), paper_reference.memops_table(5))
     assert list(t.columns) == ["axis", "system", "category", "delta"]
     ours = t[t["system"] == "ours: bm25_turn"]
     assert dict(zip(ours["axis"] + "/" + ours["category"], ours["delta"])) == {
@@ -64,7 +64,7 @@ def test_adjacent_to_long_delta_table():
 
 
 def test_setting_comparison_intervals_and_contrasts():
-    intervals, contrasts = analyses.setting_comparison(_records(), n_boot=200, seed=0)
+    intervals, contrasts = paper_analyses.setting_comparison(_records(), n_boot=200, seed=0)
     iv = intervals.set_index(["system", "setting"])
     assert iv.loc[("bm25_turn", "adjacent"), "accuracy"] == 1.0
     assert iv.loc[("bm25_turn", "long_context"), "accuracy"] == 0.5
@@ -81,12 +81,12 @@ def test_setting_comparison_intervals_and_contrasts():
     assert c["test"] == "sign-flip over topics" and c["topics"] == 2 and c["p_value"] >= 0.5
     assert math.isnan(c["low"]) and math.isnan(c["high"])
     assert "p_holm" not in contrasts  # descriptive: the Holm family is headline_tests
-    again = analyses.setting_comparison(_records(), n_boot=200, seed=0)
+    again = paper_analyses.setting_comparison(_records(), n_boot=200, seed=0)
     pd.testing.assert_frame_equal(again[1], contrasts)  # seeded
 
 
 def test_no_system_in_both_settings_gives_no_contrasts():
-    _, contrasts = analyses.setting_comparison(_records().query("setting == 'adjacent'"), n_boot=50, seed=0)
+    _, contrasts = paper_analyses.setting_comparison(_records().query("setting == 'adjacent'"), n_boot=50, seed=0)
     assert contrasts.empty
 
 
@@ -114,19 +114,19 @@ def _grid(n_topics=24, seed=0):
 
 
 def test_headline_family_is_what_the_configured_systems_allow():
-    names = [h["name"] for h in analyses.headline_family(_grid(3))]
+    names = [h["name"] for h in paper_analyses.headline_family(_grid(3))]
     assert names == ["session - turn retrieval: accuracy", "session - turn retrieval: operation",
                      "trajectory - single-step: session - turn", "trajectory - single-step: long - adjacent",
                      "long - adjacent: Remember", "long - adjacent: Forget", "long - adjacent: Update",
                      "long - adjacent: Reflect", "long - adjacent: TrajectoryOps"]
     no_rag = _grid(3).query("system == 'long_context'")
-    assert [h["name"] for h in analyses.headline_family(no_rag)][0] == "trajectory - single-step: long - adjacent"
-    assert analyses.headline_family(_records().query("system == 'mem0'")) == []
-    assert analyses.headline_tests(_records().query("system == 'mem0'"), n_boot=50, seed=0).empty
+    assert [h["name"] for h in paper_analyses.headline_family(no_rag)][0] == "trajectory - single-step: long - adjacent"
+    assert paper_analyses.headline_family(_records().query("system == 'mem0'")) == []
+    assert paper_analyses.headline_tests(_records().query("system == 'mem0'"), n_boot=50, seed=0).empty
 
 
 def test_headline_tests_are_one_holm_family():
-    t = analyses.headline_tests(_grid(24), n_boot=1000, seed=0).set_index("hypothesis")
+    t = paper_analyses.headline_tests(_grid(24), n_boot=1000, seed=0).set_index("hypothesis")
     assert (t["family_size"] == 9).all() and (t["test"] == "topic bootstrap").all()
     assert (t["p_holm"] >= t["p_value"] - 1e-12).all()
     # the planted effects: trajectory loses under long context and gains from session-level retrieval
@@ -142,7 +142,7 @@ def test_headline_tests_are_one_holm_family():
             - m[("long_context", "long_context", False)] + m[("long_context", "adjacent", False)])
     assert dd["estimate"] == pytest.approx(want)
     # four topics: every test is a sign-flip over topics, and none can reach p < 2 / 2^4
-    few = analyses.headline_tests(_grid(4), n_boot=200, seed=0)
+    few = paper_analyses.headline_tests(_grid(4), n_boot=200, seed=0)
     assert (few["test"] == "sign-flip over topics").all() and (few["p_value"] >= 2 / 16 - 1e-12).all()
     assert few["low"].isna().all() and few["high"].isna().all()
     assert (t["low"] <= t["estimate"]).all() and (t["estimate"] <= t["high"]).all()
@@ -150,15 +150,15 @@ def test_headline_tests_are_one_holm_family():
 
 def test_label_intervals_say_n_and_method_per_cell():
     rec = _grid(24).assign(Method=lambda d: d["system"] + " " + d["setting"])
-    iv = analyses.label_intervals(rec, ["Method"], n_boot=200, seed=0, labels=("accuracy",))
+    iv = paper_analyses.label_intervals(rec, ["Method"], n_boot=200, seed=0, labels=("accuracy",))
     assert (iv["n"] == 120).all() and (iv["topics"] == 24).all() and (iv["interval"] == "bootstrap").all()
-    small = analyses.label_intervals(_records(), ["system", "setting"], n_boot=50, seed=0, labels=("accuracy",))
+    small = paper_analyses.label_intervals(_records(), ["system", "setting"], n_boot=50, seed=0, labels=("accuracy",))
     assert (small["interval"] == "clopper-pearson").all() and small["n"].tolist() == [2, 2, 2]
 
 
 def test_figures_return_figures():
     rec = _records()
-    deltas = analyses.adjacent_to_long_delta(rec, paper_reference.memops_table(4), paper_reference.memops_table(5))
+    deltas = paper_analyses.adjacent_to_long_delta(rec, paper_reference.memops_table(4), paper_reference.memops_table(5))
     fig = figures.adjacent_to_long_delta(deltas, seed=0)
     assert len(fig.axes) == 2 and fig.axes[0].get_ylabel() == "Δ accuracy"
     cats = pd.DataFrame({"category": ["Plans & Events", "Personal Profile"], "subtopic": ["a", "b"], "topics": [1, 1]})

@@ -49,8 +49,9 @@ def test_the_paper_profile_builds_offline_at_the_papers_breadth(tmp_path):
     """The issue's must-show, on the real paper parameters (60k-token histories included)."""
     from collections import Counter
 
-    from memlife.memops import describe, metrics
-    from memlife.memops.schema import DISTRACTOR_TAGS, load_instances
+    from memlife.memops.data import describe
+    from memlife.memops.scoring import metrics
+    from memlife.memops.data.schema import DISTRACTOR_TAGS, load_instances
 
     params = replace(params_for("paper"), realizer="template", verifier="off")
     result = build(params, tmp_path / "a", progress=False)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from memlife.memops import describe, figures, plan, realize
-from memlife.memops.schema import Turn
+from memlife.memops.data import describe, plan, realize
+from memlife.memops.analyses import figures
+from memlife.memops.data.schema import Turn
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,7 @@ def test_describe_prints_table2_of_a_built_file_as_one_json_object(tmp_path, cap
     assert got["tokens_long_context_max"] == max(longs) <= 6000
     assert got["retained"] == 3 and got["retention_rate_pct"] == 100.0  # from gate_log.json beside it
     # one computation: the CLI's values are describe.table2's "ours" column
-    from memlife.memops.schema import load_instances
+    from memlife.memops.data.schema import load_instances
 
     ours = describe.table2_stats(load_instances(path), json.loads((tmp_path / "gate_log.json").read_text()))
     assert {describe.STAT_KEYS[s]: v for s, v in ours.items()} == {k: v for k, v in got.items() if k != "sha256"}

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from memlife.memops import gates as G
+from memlife.memops.scoring.metrics import gold_failures
+from memlife.memops.data import gates as G
 from memlife.memops.build import validate_file
-from memlife.memops.schema import Instance, normalize_value
+from memlife.memops.data.schema import Instance, normalize_value
 
 BG = {
     "topic_id": "T900", "category": "Personal Profile", "subtopic": "addresses",
@@ -84,7 +85,7 @@ def good_forget() -> dict:
 
 
 def reasons(obj: dict) -> list[G.GateFailure]:
-    _, failures = G.check_raw(obj)
+    _, failures = G.check_raw(obj, gold_failures)
     return failures
 
 
@@ -257,7 +258,7 @@ def test_regeneration_stores_failures_and_retries():
         feedbacks.append(feedback)
         return next(outputs)
 
-    got = G.generate_with_gates(realize, "T900-forget", log, max_attempts=3)
+    got = G.generate_with_gates(realize, "T900-forget", log, max_attempts=3, gold_failures=gold_failures)
     assert got is good
     assert log.generated == 2 and log.retained == ["T900-forget"]
     assert feedbacks[0] == "" and "leaked_label" in feedbacks[1]
@@ -265,16 +266,16 @@ def test_regeneration_stores_failures_and_retries():
     assert log.retention_rate == 0.5
 
     log2 = G.GateLog()
-    assert G.generate_with_gates(lambda a, f: bad, "T900-x", log2, max_attempts=2) is None
+    assert G.generate_with_gates(lambda a, f: bad, "T900-x", log2, max_attempts=2, gold_failures=gold_failures) is None
     assert log2.dropped == ["T900-x"] and log2.generated == 2
 
 
 def test_template_realizer_output_passes_every_gate():
-    from memlife.memops import plan, realize
+    from memlife.memops.data import plan, realize
 
     for cp in plan.plan(plan.PlanParams(n_topics=12, seed=3)):
         inst = realize.template_instance(cp)
-        assert G.check(inst) == [], cp.instance_id
+        assert G.check(inst, gold_failures) == [], cp.instance_id
 
 
 from hypothesis import given, settings  # noqa: E402
@@ -285,11 +286,11 @@ from hypothesis import strategies as st  # noqa: E402
 @given(seed=st.integers(min_value=0, max_value=10_000), n_topics=st.integers(min_value=1, max_value=6),
        attempt=st.integers(min_value=0, max_value=3))
 def test_every_seed_gives_instances_that_pass_every_gate(seed, n_topics, attempt):
-    from memlife.memops import plan, realize
+    from memlife.memops.data import plan, realize
 
     for cp in plan.plan(plan.PlanParams(n_topics=n_topics, seed=seed)):
         inst = realize.template_instance(cp, attempt)
-        assert G.check(inst) == [], cp.instance_id
+        assert G.check(inst, gold_failures) == [], cp.instance_id
         for op in inst.operations:
             for span in (op.trigger, *op.evidence):
                 assert inst.segments[span.segment][span.turn].role == "user"
@@ -302,7 +303,7 @@ def test_normalize_value_is_idempotent(text):
 
 
 def test_a_distractor_the_dialogue_never_says_is_refused():
-    from memlife.memops import plan, realize
+    from memlife.memops.data import plan, realize
 
     cps = plan.plan(plan.PlanParams(n_topics=1, seed=0))
     insts = [realize.template_instance(cp) for cp in cps]

@@ -1,6 +1,6 @@
 """The LLM judge in Tables 3-5: it labels what the scorer left undecided, and its agreement with
 the scorer on the rest it saw; on hand-made records whose numbers are worked out by hand, then end
-to end through evaluate.run with a stand-in judge."""
+to end through answering.run and labels.run with a stand-in judge."""
 import json
 import math
 from dataclasses import replace
@@ -9,8 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memlife.memops import aggregate, evaluate, judging
-from memlife.memops.schema import Instance
+from memlife.memops.systems import answering
+from memlife.memops.scoring import labels
+from memlife.memops.scoring import judging
+from memlife.memops.analyses import aggregate
+from memlife.memops.data.schema import Instance
 
 from test_memops_systems import _C, _EchoClient  # the reader's and the judge's reply objects
 
@@ -158,7 +161,7 @@ def test_without_a_judge_the_tables_are_the_scorers_alone():
     assert not aggregate.judged(frame) and aggregate.LABELS_COLUMN not in aggregate.table3_rows(frame, ["Method"])
 
 
-# ---------------------------------------------------------------- end to end: evaluate.run -> tables
+# ------------------------------------------------- end to end: answering.run -> labels.run -> tables
 
 class _Judge:
     """Grades every reply correct (the echo reader answers "ok": wrong for the scorer), and replies
@@ -180,9 +183,10 @@ class _Judge:
 
 def test_judge_labels_flow_from_evaluate_run_into_the_tables(tmp_path):
     judge = _Judge()
-    cfg = evaluate.EvalConfig(systems=["long_context", "bm25_turn"], settings=["adjacent", "long_context"],
+    cfg = answering.EvalConfig(systems=["long_context", "bm25_turn"], settings=["adjacent", "long_context"],
                               max_probes=3, judge=True, judge_sample=1.0)  # every reply in the sample
-    evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), judge_client=judge, progress=False)
+    replies = answering.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
+    labels.run(replies, [INSTANCE], cfg, tmp_path, judge_client=judge, progress=False)
     records = pd.read_parquet(tmp_path / "records.parquet")  # what notebook 13 reads
     assert len(records) == judge.calls == 12
     invalid = judge.calls // 3
@@ -203,9 +207,16 @@ def test_judge_labels_flow_from_evaluate_run_into_the_tables(tmp_path):
 
     # with no sample and nothing undecided, the judge is asked nothing
     quiet = _Judge()
-    evaluate.run([INSTANCE], replace(cfg, judge_sample=0.0), tmp_path / "quiet", reader_client=_EchoClient(),
-                 judge_client=quiet, progress=False)
+    quiet_cfg = replace(cfg, judge_sample=0.0)
+    replies = answering.run([INSTANCE], quiet_cfg, tmp_path / "quiet", reader_client=_EchoClient(), progress=False)
+    labels.run(replies, [INSTANCE], quiet_cfg, tmp_path / "quiet", judge_client=quiet, progress=False)
     assert quiet.calls == 0
+    # labelled again (a rerun, a run killed halfway): the judge's journal answers, nothing is asked again
+    again = _Judge()
+    replies = answering.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
+    relabelled = labels.run(replies, [INSTANCE], cfg, tmp_path, judge_client=again, progress=False)
+    assert again.calls == 0 and len(relabelled) == 12
+    assert pd.read_parquet(tmp_path / "records.parquet").equals(records)
 
     # The judge's columns are what carries its labels: without them there is no judge.
     plain = records[[c for c in records.columns if not c.startswith("judge_")]]
@@ -214,7 +225,7 @@ def test_judge_labels_flow_from_evaluate_run_into_the_tables(tmp_path):
 
 def test_the_judge_sample_is_a_fixed_share():
     recs = [{"system": "s", "setting": "adjacent", "instance_id": f"i{k}", "probe_id": "p1"} for k in range(2000)]
-    picked = [evaluate.judge_sampled(r, 0.2) for r in recs]
-    assert 0.17 < sum(picked) / len(picked) < 0.23 and picked == [evaluate.judge_sampled(r, 0.2) for r in recs]
-    assert evaluate.wants_judge({**recs[0], "undecided": "accuracy"}, 0.0)
-    assert not any(evaluate.judge_sampled(r, 0.0) for r in recs)
+    picked = [labels.judge_sampled(r, 0.2) for r in recs]
+    assert 0.17 < sum(picked) / len(picked) < 0.23 and picked == [labels.judge_sampled(r, 0.2) for r in recs]
+    assert labels.wants_judge({**recs[0], "undecided": "accuracy"}, 0.0)
+    assert not any(labels.judge_sampled(r, 0.0) for r in recs)

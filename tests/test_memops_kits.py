@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 import yaml
 
-from memlife.memops import kits as K
-from memlife.memops.backgrounds import category_counts
+from memlife.memops.data import kits as K
+from memlife.memops.data.backgrounds import category_counts
 from memlife.paper_reference import MEMOPS_CATEGORY_COUNTS
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from memlife.memops import gates as G
-from memlife.memops import longctx as L
-from memlife.memops import plan, realize
-from memlife.memops.schema import long_context_history, normalize_value
+from memlife.memops.scoring.metrics import gold_failures
+from memlife.memops.data import gates as G
+from memlife.memops.data import longctx as L
+from memlife.memops.data import plan, realize
+from memlife.memops.data.schema import long_context_history, normalize_value
 from memlife.models import tokens
 
 
@@ -34,7 +35,7 @@ def test_segments_dispersed_in_order_into_different_conversations(instances):
             assert ins.position % 2 == 0 and ins.messages == 8
             got = lc.conversations[ins.conversation].turns[ins.position: ins.position + 8]
             assert got == inst.segments[ins.segment]
-        assert G.check(e) == []
+        assert G.check(e, gold_failures) == []
 
 
 def test_history_alternates_and_hosts_are_real_sharegpt_conversations(instances):
@@ -60,7 +61,7 @@ def test_history_alternates_and_hosts_are_real_sharegpt_conversations(instances)
 
 def test_quick_history_fits_the_embedded_readers_window(instances):
     from memlife.memops import build as B
-    from memlife.memops import reading
+    from memlife.memops.systems import reading
 
     target = B.params_for("quick").longctx_tokens
     reader = reading.Reader(client=None)  # the embedded model's 8k window and reply budget
@@ -86,11 +87,11 @@ def test_filler_never_states_a_target_value(tmp_path, instances):
     e = L.embed(inst, 6000, seed=0, filler_path=str(f))
     used = {c.source.split(":", 1)[1] for c in e.long_context.conversations}
     assert used and all(int(u[1:]) % 2 == 1 for u in used)  # only the clean sessions are drawn
-    assert G.check(e) == []
+    assert G.check(e, gold_failures) == []
     # a value planted in a filler turn is caught, naming where
     c, t, turn, _ = next(G.filler_turns(e))
     e.long_context.conversations[c].turns[t].text = turn.text + f" Mine is {values[0]}."
-    got = [x for x in G.check(e) if x.gate == "filler_value"]
+    got = [x for x in G.check(e, gold_failures) if x.gate == "filler_value"]
     assert len(got) == 1 and f"conversation {c} turn {t}" in got[0].reason and values[0] in got[0].reason
     # the evidence itself states the values and is not filler
     assert all((c2, t2) != (ins.conversation, ins.position) for c2, t2, *_ in G.filler_turns(e)
@@ -129,7 +130,7 @@ def test_same_seed_same_history_other_seed_differs(instances):
 def test_gate_catches_a_moved_segment(instances):
     e = L.embed(instances[0], 6000, seed=0)
     e.long_context.insertions[1].position += 2
-    assert any(f.gate == "long_context" and "not found verbatim" in f.reason for f in G.check(e))
+    assert any(f.gate == "long_context" and "not found verbatim" in f.reason for f in G.check(e, gold_failures))
 
 
 def test_ultrachat_jsonl_filler(tmp_path, instances):
@@ -141,7 +142,7 @@ def test_ultrachat_jsonl_filler(tmp_path, instances):
     f.write_text("".join(_json.dumps(r) + "\n" for r in rows))
     e = L.embed(instances[0], 6000, seed=0, filler_path=str(f))
     assert all(c.source.startswith("ultrachat:u") for c in e.long_context.conversations)
-    assert G.check(e) == []
+    assert G.check(e, gold_failures) == []
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "data": "not a list"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1: field 'data'"):

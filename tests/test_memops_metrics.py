@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import aggregate, judging, metrics, stance
-from memlife.memops.response import parse_response
-from memlife.memops.schema import Instance
+from memlife.memops.scoring import judging, metrics, stance
+from memlife.memops.analyses import aggregate
+from memlife.memops.data.response import parse_response
+from memlife.memops.data.schema import Instance
 
 INSTANCE = Instance.model_validate(json.loads((Path(__file__).parent / "data" / "memops_instance.json").read_text()))
 PROBES = {p.probe_id: p for p in INSTANCE.probes}
@@ -266,7 +267,7 @@ def test_summarize_rates_leaks_over_well_formed_replies_and_reports_malformed():
 def test_a_word_hyphenated_to_a_value_is_no_cue_about_it():
     """"metrics-first reporting" states metrics (a kit's reflection conclusion, which the gold
     response quotes); "metrics first, then ..." and "you first said metrics" place it in the past."""
-    from memlife.memops.stance import stances
+    from memlife.memops.scoring.stance import stances
 
     assert stances("Your manager values data-backed, metrics-first reporting.", "metrics") == [frozenset()]
     assert stances("metrics first, then words", "metrics") == [frozenset({"previous"})]

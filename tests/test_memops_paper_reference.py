@@ -6,8 +6,8 @@ import re
 import pytest
 
 from memlife import paper_reference as pr
-from memlife.memops import analyses
-from memlife.memops.schema import CATEGORIES
+from memlife.memops.analyses import paper_analyses
+from memlife.memops.data.schema import CATEGORIES
 
 from paper_text import excerpt, lines_missing_from_full_text
 
@@ -45,8 +45,8 @@ def test_tables_3_to_5_match_the_paper_cell_by_cell(number):
 
 def test_table_frames_have_float_columns_and_the_names_our_tables_use():
     t4, t5 = pr.memops_table(4), pr.memops_table(5)
-    assert list(t4.columns) == ["Method", *analyses.OPERATION_NAMES.values()]
-    assert list(t5.columns) == ["Method", *analyses.PROBE_NAMES.values()]
+    assert list(t4.columns) == ["Method", *paper_analyses.OPERATION_NAMES.values()]
+    assert list(t5.columns) == ["Method", *paper_analyses.PROBE_NAMES.values()]
     assert pr.memops_table(3).loc[0, "Accuracy"] == 0.85 and len(t4) == len(t5) == 19
     with pytest.raises(KeyError):
         pr.memops_table(6)

@@ -11,11 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memlife.memops import metrics, stance
-from memlife.memops import paraphrase as P
+from memlife.memops.data.response import applicable_labels, gold_response
+from memlife.memops.scoring import metrics, stance
+from memlife.memops.scoring import paraphrase as P
 from memlife.memops.build import build, params_for
-from memlife.memops.response import parse_response
-from memlife.memops.schema import Instance
+from memlife.memops.data.response import parse_response
+from memlife.memops.data.schema import Instance
 
 HERE = Path(__file__).parent
 FAMILIES = HERE / "data" / "memops_paraphrases.yaml"
@@ -125,7 +126,7 @@ def test_score_files_say_undecided(tmp_path):
     import subprocess
     import sys
 
-    from memlife.memops.schema import dumps
+    from memlife.memops.data.schema import dumps
 
     inst = tmp_path / "instances.jsonl"
     inst.write_text(dumps(INSTANCE) + "\n")
@@ -152,7 +153,10 @@ def test_gold_is_perfect_and_decided_on_every_paper_profile_probe(tmp_path):
     assert len(probes) > 2000
     failures = [(p.probe_id, metrics.gold_failures(i, p)) for i, p in probes if metrics.gold_failures(i, p)]
     assert failures == []
-    labels = [metrics.score(metrics.gold_response(i, p), i, p) for i, p in probes]
+    labels = [metrics.score(gold_response(i, p), i, p) for i, p in probes]
     assert all(lab.perfect and not lab.undecided for lab in labels)
     # every label that can apply was exercised
     assert {k for lab in labels for k in metrics.LABEL_NAMES if getattr(lab, k) is not None} == set(metrics.LABEL_NAMES)
+    # the labels that apply, read from the answer key alone, are those the gold reply gets
+    assert all(applicable_labels(i, p) == {k for k, v in lab.as_dict().items() if k != "malformed" and v is not None}
+               for (i, p), lab in zip(probes, labels))

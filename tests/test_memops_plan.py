@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from memlife.memops import backgrounds, plan, realize
-from memlife.memops.schema import PROBE_TYPES, dumps, key_value
+from memlife.memops.data import backgrounds, plan, realize
+from memlife.memops.data.schema import PROBE_TYPES, dumps, key_value
 from memlife.paper_reference import MEMOPS_CATEGORY_COUNTS
 
 
@@ -144,7 +144,7 @@ def test_every_dialogue_distractor_is_planned_as_something_said(paper_plan):
 
 
 def test_the_paper_plan_tags_every_distractor_kind(paper_plan):
-    from memlife.memops.schema import DISTRACTOR_TAGS
+    from memlife.memops.data.schema import DISTRACTOR_TAGS
 
     tags = Counter(t for cp in paper_plan for p in cp.probes for t in {d[0] for d in p.distractors})
     assert set(tags) == set(DISTRACTOR_TAGS) - {"context_level"}  # context-level ones come with stage 4

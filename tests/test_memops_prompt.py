@@ -3,8 +3,8 @@ is a profile parameter, off by default, and a prompt change never reuses old ans
 import pytest
 
 from memlife.base import config
-from memlife.memops import evaluate, reading
-from memlife.memops.response import RESPONSE_INSTRUCTIONS
+from memlife.memops.systems import answering, reading
+from memlife.memops.data.response import RESPONSE_INSTRUCTIONS
 
 HINTS = ("forget", "superseded", "current", "latest", "correction", "never", "gone", "stale", "old value")
 
@@ -28,17 +28,17 @@ def test_the_reader_sends_the_prompt_its_hint_asks_for():
 
 
 def test_the_hint_is_off_in_every_profile_and_changes_the_run_key():
-    assert evaluate.EvalConfig().memory_hint is False
+    assert answering.EvalConfig().memory_hint is False
     for profile in ("smoke", "quick", "paper"):
         assert config.notebook_params(profile, "12_memops_eval")["memory_hint"] is False
-    cfg = evaluate.EvalConfig()
-    on = evaluate.EvalConfig(memory_hint=True)
-    assert evaluate.run_key(cfg, "m") != evaluate.run_key(on, "m")  # other answers, never the old journal's
-    assert evaluate.run_key(cfg, "m") == evaluate.run_key(evaluate.EvalConfig(), "m")
+    cfg = answering.EvalConfig()
+    on = answering.EvalConfig(memory_hint=True)
+    assert answering.run_key(cfg, "m") != answering.run_key(on, "m")  # other answers, never the old journal's
+    assert answering.run_key(cfg, "m") == answering.run_key(answering.EvalConfig(), "m")
 
 
 @pytest.mark.parametrize("subject", ["gold"])
 def test_a_reference_subject_reads_no_prompt_so_its_key_ignores_it(subject):
-    a = evaluate.EvalConfig(subject=subject)
-    b = evaluate.EvalConfig(subject=subject, memory_hint=True)
-    assert evaluate.run_key(a, "m") == evaluate.run_key(b, "m")
+    a = answering.EvalConfig(subject=subject)
+    b = answering.EvalConfig(subject=subject, memory_hint=True)
+    assert answering.run_key(a, "m") == answering.run_key(b, "m")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from memlife.memops import gates as G
-from memlife.memops import plan, realize
+from memlife.memops.scoring.metrics import gold_failures
+from memlife.memops.data import gates as G
+from memlife.memops.data import plan, realize
 
 from conftest import point_at
 
@@ -29,7 +30,7 @@ def test_regeneration_attempt_changes_the_wording_not_the_plan():
     assert a.segments != b.segments
     assert [(o.type, o.target, o.old_value, o.new_value) for o in a.operations] == \
         [(o.type, o.target, o.old_value, o.new_value) for o in b.operations]
-    assert G.check(a) == [] and G.check(b) == []
+    assert G.check(a, gold_failures) == [] and G.check(b, gold_failures) == []
 
 
 def _script_llm(server, cp, paraphrase=False):
@@ -52,7 +53,7 @@ def test_llm_realizer_output_passes_the_same_gates(isolated_llm, fault_server):
     _script_llm(fault_server, cp)
     inst = realize.llm_instance(cp)
     assert inst.realizer == "llm"
-    assert G.check(inst) == []
+    assert G.check(inst, gold_failures) == []
     assert all(s.quote in inst.segments[s.segment][s.turn].text for o in inst.operations for s in [o.trigger, *o.evidence])
 
 
@@ -61,7 +62,7 @@ def test_llm_realizer_paraphrase_is_caught_by_the_verbatim_gate(isolated_llm, fa
     cp = _cp()
     _script_llm(fault_server, cp, paraphrase=True)
     inst = realize.llm_instance(cp)
-    assert {f.gate for f in G.check(inst)} >= {"quote_verbatim"}
+    assert {f.gate for f in G.check(inst, gold_failures)} >= {"quote_verbatim"}
 
 
 def test_an_llm_build_on_parallel_calls_is_the_build_made_one_at_a_time(isolated_llm, fault_server):

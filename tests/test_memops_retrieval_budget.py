@@ -1,5 +1,5 @@
 """The fair retrieval comparison: turn- and session-level BM25 under one token budget, and notebook
-14's sweep over k and the budget (memops.systems.select_units / BM25System, memops.controls.sweep)."""
+14's sweep over k and the budget (memops.systems.baselines.select_units / BM25System, memops.analyses.controls.sweep)."""
 import json
 import random
 from pathlib import Path
@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from memlife import stats
-from memlife.memops import controls, reading, systems
+from memlife.memops.systems import baselines, reading
+from memlife.memops.analyses import controls
 from memlife.memops.build import BuildParams, load_or_build
-from memlife.memops.schema import Instance
+from memlife.memops.data.schema import Instance
 
 HERE = Path(__file__).parent
 INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.json").read_text()))
@@ -44,15 +45,15 @@ def _greedy(tokens, top_k=None, budget=None):
 
 def test_select_units_by_hand():
     # rank order: 3 fits (6 left), 10 does not (skipped, not a stop), 2 fits (4 left), 4 fits (0 left)
-    assert systems.select_units([3, 10, 2, 4], budget=9) == [0, 2, 3]
-    assert systems.select_units([3, 10, 2, 4], budget=9, top_k=2) == [0, 2]
-    assert systems.select_units([3, 10, 2, 4], top_k=3) == [0, 1, 2]
-    assert systems.select_units([3, 10, 2, 4], top_k=10) == [0, 1, 2, 3]
-    assert systems.select_units([3, 10, 2, 4], budget=2) == [2]
-    assert systems.select_units([3, 10, 2, 4], budget=0) == systems.select_units([3, 10, 2, 4], top_k=0) == []
-    assert systems.select_units([], budget=100) == []
+    assert baselines.select_units([3, 10, 2, 4], budget=9) == [0, 2, 3]
+    assert baselines.select_units([3, 10, 2, 4], budget=9, top_k=2) == [0, 2]
+    assert baselines.select_units([3, 10, 2, 4], top_k=3) == [0, 1, 2]
+    assert baselines.select_units([3, 10, 2, 4], top_k=10) == [0, 1, 2, 3]
+    assert baselines.select_units([3, 10, 2, 4], budget=2) == [2]
+    assert baselines.select_units([3, 10, 2, 4], budget=0) == baselines.select_units([3, 10, 2, 4], top_k=0) == []
+    assert baselines.select_units([], budget=100) == []
     with pytest.raises(ValueError, match=">= 0"):
-        systems.select_units([1], budget=-1)
+        baselines.select_units([1], budget=-1)
 
 
 def test_select_units_is_the_one_unit_at_a_time_greedy():
@@ -61,7 +62,7 @@ def test_select_units_is_the_one_unit_at_a_time_greedy():
         tokens = [rng.choice([1, 2, 5, 9, 30, 200, 1500]) for _ in range(rng.randrange(0, 40))]
         budget = rng.choice([None, 0, 1, 7, 50, 300, 2000, 10_000])
         top_k = rng.choice([None, 0, 1, 3, 10, 100]) if budget is not None else rng.choice([0, 1, 3, 10, 100])
-        assert systems.select_units(tokens, top_k=top_k, budget=budget) == _greedy(tokens, top_k, budget)
+        assert baselines.select_units(tokens, top_k=top_k, budget=budget) == _greedy(tokens, top_k, budget)
 
 
 def test_bm25_budget_by_hand():
@@ -72,17 +73,17 @@ def test_bm25_budget_by_hand():
              {"role": "user", "content": "the parking spot moved to level C7 near the elevators by the east exit"},
              {"role": "user", "content": "bye"})
     h = reading.History("hand@adjacent", "adjacent", (turns,))
-    s = systems.BM25System(reading.Reader(None), "turn", budget_tokens=23)
+    s = baselines.BM25System(reading.Reader(None), "turn", budget_tokens=23)
     s.ingest(h)
     assert s.units(h)[1] == [14, 9, 23, 9]
     assert s.ranking(h, "where is my parking spot") == [0, 2, 3, 1]
     assert s.retrieve(h, "where is my parking spot") == [0, 3]
-    top2 = systems.BM25System(reading.Reader(None), "turn", top_k=2)
+    top2 = baselines.BM25System(reading.Reader(None), "turn", top_k=2)
     top2.ingest(h)
     assert top2.retrieve(h, "where is my parking spot") == [0, 2]
     assert (s.variant, top2.variant) == ("budget=23", "top_k=2")
     with pytest.raises(ValueError, match="top_k or budget_tokens"):
-        systems.BM25System(reading.Reader(None), "turn")
+        baselines.BM25System(reading.Reader(None), "turn")
 
 
 @pytest.mark.parametrize("setting", ["adjacent", "long_context"])
@@ -92,7 +93,7 @@ def test_the_budget_hands_both_granularities_at_most_the_same_tokens(setting, bu
     handed = {}
     for granularity in ("turn", "session"):
         client = _Echo()
-        s = systems.BM25System(reading.Reader(client, context_window=100_000), granularity, budget_tokens=budget)
+        s = baselines.BM25System(reading.Reader(client, context_window=100_000), granularity, budget_tokens=budget)
         s.ingest(h)
         units, unit_tokens, _ = s.units(h)
         ids = s.retrieve(h, "What is my ZIP code now?")
@@ -119,9 +120,9 @@ class _Echo:
 
 def test_line_token_counts_are_the_window_fits_and_counted_once_per_history():
     lines = reading.format_turns(reading.history_for(INSTANCE, "long_context").turns())
-    counts = systems.history_line_tokens(lines)
+    counts = baselines.history_line_tokens(lines)
     assert counts == [reading.line_tokens(x) for x in lines]
-    assert systems.history_line_tokens(list(lines)) is counts  # the same lines: the same list, not recounted
+    assert baselines.history_line_tokens(list(lines)) is counts  # the same lines: the same list, not recounted
     kept, dropped, handed = reading.Reader(None, context_window=100_000).measure(lines, "q")
     assert handed == sum(counts) and dropped == 0 and kept == lines
 
@@ -131,7 +132,7 @@ def test_the_sweeps_cut_is_the_readers_fit():
     rng = random.Random(1)
     h = reading.history_for(INSTANCE, "long_context")
     for granularity in ("turn", "session"):
-        s = systems.BM25System(reading.Reader(None), granularity, top_k=1)
+        s = baselines.BM25System(reading.Reader(None), granularity, top_k=1)
         s.ingest(h)
         units, unit_tokens, line_tokens = s.units(h)
         lines = controls._Lines.of(units, unit_tokens, line_tokens)

@@ -16,11 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import aggregate, backgrounds, gates, longctx, metrics, plan, realize, stance
-from memlife.memops import kits as K
+from memlife.memops.scoring.metrics import gold_failures
+from memlife.memops.data.response import (
+    applicable_labels, gold_operations, gold_response, leakage_applies, stale_applies)
+from memlife.memops.data import backgrounds, gates, longctx, plan, realize
+from memlife.memops.scoring import metrics, stance
+from memlife.memops.analyses import aggregate
+from memlife.memops.data import kits as K
 from memlife.memops.build import build, params_for
-from memlife.memops.response import parse_response
-from memlife.memops.schema import OP_TYPES, Instance, dumps
+from memlife.memops.data.response import parse_response
+from memlife.memops.data.schema import OP_TYPES, Instance, dumps
 
 HERE = Path(__file__).parent
 MOVE_SEED = 9714  # the first seed at which the move kit draws the values above
@@ -43,7 +48,7 @@ def move_build(tmp_path_factory):
         ("March 21", "April 4", "April 11", "March 28"), "3307#", "Ms. Lindqvist", "my flatmate"), "move kit changed"
     instances = [longctx.embed(realize.template_instance(plan.plan_conversation(topic, op, MOVE_SEED)), 3000, MOVE_SEED)
                  for op in OP_TYPES]
-    assert all(gates.check(i) == [] for i in instances)
+    assert all(gates.check(i, gold_failures) == [] for i in instances)
     path = tmp_path_factory.mktemp("move") / "instances.jsonl"
     path.write_text("".join(dumps(i) + "\n" for i in instances))
     return path, instances
@@ -69,11 +74,11 @@ def label(move, pid, answer, ops=(), prov=()):
 
 
 def _check_perfect(inst: Instance, probe) -> metrics.Labels:
-    lab = metrics.score(metrics.gold_response(inst, probe), inst, probe)
+    lab = metrics.score(gold_response(inst, probe), inst, probe)
     assert lab.accuracy is True and lab.op_f1 == 1.0 and lab.provenance is True, (probe.probe_id, lab)
-    assert lab.leakage is (False if metrics.leakage_applies(inst, probe) else None), probe.probe_id
-    assert lab.stale is (False if metrics.stale_applies(inst, probe) else None), probe.probe_id
-    is_reflect = any(o.type == "reflect" for o in metrics.gold_operations(inst, probe))
+    assert lab.leakage is (False if leakage_applies(inst, probe) else None), probe.probe_id
+    assert lab.stale is (False if stale_applies(inst, probe) else None), probe.probe_id
+    is_reflect = any(o.type == "reflect" for o in gold_operations(inst, probe))
     assert lab.reflect is (True if is_reflect else None), probe.probe_id
     assert lab.malformed is False and lab.perfect and metrics.gold_failures(inst, probe) == []
     return lab
@@ -96,7 +101,7 @@ def test_gold_response_scores_perfect_on_the_shipped_instance():
 
 def test_gold_response_carries_the_probes_operations_and_quotes(move):
     inst, probe = move["T000-forget-p2"]
-    r = metrics.gold_response(inst, probe).response
+    r = gold_response(inst, probe).response
     assert r.answer == probe.expected_answer
     assert [(o.type, o.target) for o in r.operations] == [("remember", "new landlord's name"),
                                                           ("forget", "storage unit gate code")]
@@ -109,8 +114,8 @@ def test_build_gate_refuses_a_probe_whose_gold_answer_only_mentions_a_required_v
     bad = probe.model_copy(update={"answer_key": probe.answer_key.model_copy(
         update={"required": ["march 21", "april 11"], "forbidden": ["march 28"]})})
     broken = inst.model_copy(update={"probes": [bad if p.probe_id == bad.probe_id else p for p in inst.probes]})
-    assert gates.check(inst) == []
-    got = gates.check(broken)
+    assert gates.check(inst, gold_failures) == []
+    got = gates.check(broken, gold_failures)
     assert [f.gate for f in got] == ["gold_response"]
     assert "T000-remember-p3" in got[0].reason and "required value 'april 11' not stated" in got[0].reason
 
@@ -186,7 +191,7 @@ def test_negation_states_the_new_value_and_not_the_old_one(move):
 def test_a_perfect_reply_identifies_the_operations(move):
     inst, probe = move["T000-trajectory-p3"]  # "What is my moving date at this point?"
     own = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
-           for o in metrics.gold_operations(inst, probe)]
+           for o in gold_operations(inst, probe)]
     every = [{"type": o.type, "target": o.target, "old_value": o.old_value or "", "new_value": o.new_value or ""}
              for o in inst.operations]
     assert len(own) == 2 and len(every) == 5
@@ -239,11 +244,11 @@ def test_score_file_and_cli_on_good_input(move_build, tmp_path):
     path, instances = move_build
     probes = {p.probe_id: (i, p) for i in instances for p in i.probes}
     rows = [{"id": "gold", "probe_id": "T000-update-p3",
-             "response": metrics.gold_response(*probes["T000-update-p3"]).raw},
+             "response": gold_response(*probes["T000-update-p3"]).raw},
             {"id": 7, "probe_id": "T000-update-p3", "response": _reply("It is still March 21.")},
             {"id": "bad", "probe_id": "T000-forget-p1", "response": "I think the code was 3307"},
             {"id": "fenced", "probe_id": "T000-reflect-p3",
-             "response": "```json\n" + metrics.gold_response(*probes["T000-reflect-p3"]).raw + "\n```"}]
+             "response": "```json\n" + gold_response(*probes["T000-reflect-p3"]).raw + "\n```"}]
     responses = _write(tmp_path / "responses.jsonl", rows)
     got = metrics.score_file(path, responses)
     assert [r["id"] for r in got] == ["gold", 7, "bad", "fenced"]
@@ -299,8 +304,9 @@ def test_score_cli_rejects_a_bad_instances_file(tmp_path):
     assert run.returncode == 1 and "missing.jsonl: no such file" in run.stderr
 
 
-def test_collect_rescores_journalled_replies_with_the_current_scorer(move, tmp_path):
-    from memlife.memops import evaluate
+def test_labels_rescore_journalled_replies_with_the_current_scorer(move, tmp_path):
+    from memlife.memops.scoring import labels
+    from memlife.memops.systems import answering
 
     inst, probe = move["T000-forget-p1"]
     # a line journalled by the old scorer: a malformed reply counted as a leak
@@ -308,10 +314,10 @@ def test_collect_rescores_journalled_replies_with_the_current_scorer(move, tmp_p
            "probe_id": probe.probe_id, "run_key": "k", "raw": '{"answer": "3307", "operations": [',
            "malformed": True, "answer": None, "accuracy": False, "op_f1": 0.0, "provenance": False,
            "leakage": True, "stale": None, "reflect": None}
-    journal = evaluate.Journal(tmp_path / "journal" / "temp_lora__adjacent.jsonl")
+    journal = answering.Journal(tmp_path / "journal" / "temp_lora__adjacent.jsonl")
     journal.append(old)
-    assert evaluate.collect(tmp_path)["leakage"].tolist() == [True]  # without instances: as journalled
-    df = evaluate.collect(tmp_path, instances=[inst])
+    assert answering.collect(tmp_path)["leakage"].tolist() == [True]  # the replies: as journalled
+    df = labels.run(answering.collect(tmp_path), [inst], answering.EvalConfig(judge=False), tmp_path, progress=False)
     assert df["leakage"].isna().all() and df["malformed"].tolist() == [True]
     assert aggregate.summarize(df, ["system"]).iloc[0]["malformed"] == 1.0
     assert journal.read() == [old]  # the journal itself is never rewritten
@@ -325,37 +331,37 @@ def test_the_readers_grammar_admits_every_gold_response(smoke):
     gold response is grammatical, where the fixed floors rule some out (5 operations, 7 quotes)."""
     import jsonschema
 
-    from memlife.memops import evaluate
-    from memlife.memops.response import GRAMMAR_BOUNDS, bounded_json_schema
+    from memlife.memops.systems import answering
+    from memlife.memops.data.response import GRAMMAR_BOUNDS, bounded_json_schema
 
     _, instances = smoke
-    golds = [json.loads(metrics.gold_response(i, p).raw) for i in instances for p in i.probes]
-    widened = jsonschema.Draft202012Validator(bounded_json_schema(evaluate.gold_grammar_bounds(instances)))
+    golds = [json.loads(gold_response(i, p).raw) for i in instances for p in i.probes]
+    widened = jsonschema.Draft202012Validator(bounded_json_schema(answering.gold_grammar_bounds(instances)))
     assert all(widened.is_valid(g) for g in golds)
     floors = jsonschema.Draft202012Validator(bounded_json_schema(GRAMMAR_BOUNDS))
     assert sum(not floors.is_valid(g) for g in golds) > 0  # what the fixed bounds used to forbid
-    bounds = evaluate.gold_grammar_bounds(instances)
+    bounds = answering.gold_grammar_bounds(instances)
     assert bounds["operations_items"] == max(len(g["operations"]) for g in golds) > GRAMMAR_BOUNDS["operations_items"]
 
 
 def test_a_token_cap_below_a_gold_response_is_refused(smoke):
-    from memlife.memops import evaluate, reading
+    from memlife.memops.systems import answering, reading
 
     class Endpoint:  # an endpoint reader: o200k counts
         is_embedded, model = False, "m"
 
     _, instances = smoke
     asked = [(i, list(i.probes)) for i in instances]
-    longest = evaluate.check_reply_room(reading.Reader(Endpoint(), max_tokens=10_000), asked)
-    gold = max((metrics.gold_response(i, p).raw for i, ps in asked for p in ps), key=len)
+    longest = answering.check_reply_room(reading.Reader(Endpoint(), max_tokens=10_000), asked)
+    gold = max((gold_response(i, p).raw for i, ps in asked for p in ps), key=len)
     assert longest >= len(gold) // 8 > 0
-    assert evaluate.check_reply_room(reading.Reader(Endpoint(), max_tokens=longest), asked) == longest
-    with pytest.raises(evaluate.ReplyRoomError, match=rf"reader_max_tokens={longest - 1} .*\({longest} tokens\)"):
-        evaluate.check_reply_room(reading.Reader(Endpoint(), max_tokens=longest - 1), asked)
+    assert answering.check_reply_room(reading.Reader(Endpoint(), max_tokens=longest), asked) == longest
+    with pytest.raises(answering.ReplyRoomError, match=rf"reader_max_tokens={longest - 1} .*\({longest} tokens\)"):
+        answering.check_reply_room(reading.Reader(Endpoint(), max_tokens=longest - 1), asked)
 
 
 def test_the_embedded_readers_tokens_are_its_own_tokenizers():
-    from memlife.memops import reading
+    from memlife.memops.systems import reading
     from memlife.models import tokens
 
     class Embedded:
@@ -370,22 +376,32 @@ def test_the_embedded_readers_tokens_are_its_own_tokenizers():
 def test_a_one_probe_cut_covers_every_label_and_probe_type(smoke):
     """max_probes=1 over one instance per op type (the quick cut's shape) still asks a probe to
     which leakage, stale and reflect each apply, and every probe type the instances offer."""
-    from memlife.memops import evaluate
+    from memlife.memops.systems import answering
 
     _, instances = smoke
-    chosen = evaluate.select_instances(instances, 6)
+    chosen = answering.select_instances(instances, 6)
     offered = {p.probe_type for i in chosen for p in i.probes}
-    offered_labels = set().union(*(metrics.applicable_labels(i, p) for i in chosen for p in i.probes))
+    offered_labels = set().union(*(applicable_labels(i, p) for i in chosen for p in i.probes))
     assert {"leakage", "stale", "reflect"} <= offered_labels
-    cut = evaluate.select_probes(chosen, 1)
+    cut = answering.select_probes(chosen, 1)
     assert [len(ps) for ps in cut] == [1] * len(chosen)
     asked = [(i, p) for i, ps in zip(chosen, cut) for p in ps]
-    assert set().union(*(metrics.applicable_labels(i, p) for i, p in asked)) == offered_labels
+    assert set().union(*(applicable_labels(i, p) for i, p in asked)) == offered_labels
     assert {p.probe_type for _, p in asked} == offered or len(offered) > len(chosen)
-    assert evaluate.select_probes(chosen, 1) == cut
+    assert answering.select_probes(chosen, 1) == cut
+
+
+def test_the_labels_that_apply_are_those_the_scorer_gives_the_gold_reply(smoke, move):
+    """`applicable_labels` reads the answer key alone (so that choosing probes needs no scorer);
+    it must name exactly the labels the scorer gives each probe's gold reply."""
+    pairs = [(i, p) for i in smoke[1] for p in i.probes] + list(move.values())
+    for inst, probe in pairs:
+        gold = metrics.score(gold_response(inst, probe), inst, probe).as_dict()
+        assert applicable_labels(inst, probe) == {k for k, v in gold.items() if k != "malformed" and v is not None}, \
+            probe.probe_id
 
 
 def test_applicable_labels_are_the_gold_responses_non_null_labels(move):
     inst, probe = move["T000-update-p3"]
-    assert metrics.applicable_labels(inst, probe) >= {"accuracy", "op_f1", "provenance"}
-    assert ("stale" in metrics.applicable_labels(inst, probe)) == bool(metrics.stale_applies(inst, probe))
+    assert applicable_labels(inst, probe) >= {"accuracy", "op_f1", "provenance"}
+    assert ("stale" in applicable_labels(inst, probe)) == bool(stale_applies(inst, probe))

@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memlife.memops import evaluate, managed, reading, registry, systems, temp_lora
-from memlife.memops.response import RESPONSE_INSTRUCTIONS, MemOpsResponse
-from memlife.memops.schema import Instance
+from memlife.memops.systems import answering, baselines, managed, reading, registry, temp_lora
+from memlife.memops.scoring import labels
+from memlife.memops.data.response import RESPONSE_INSTRUCTIONS, MemOpsResponse
+from memlife.memops.data.schema import Instance
 
 from conftest import completion
 
@@ -53,7 +54,7 @@ def test_histories_per_setting():
 
 
 def test_bm25_turn_retrieval_finds_the_correction_and_keeps_history_order():
-    s = systems.BM25System(reading.Reader(_EchoClient()), "turn", top_k=3)
+    s = baselines.BM25System(reading.Reader(_EchoClient()), "turn", top_k=3)
     h = reading.history_for(INSTANCE, "adjacent")
     s.ingest(h)
     ids = s.retrieve(h, "ZIP code actually corrected")
@@ -69,7 +70,7 @@ def test_bm25_ties_go_to_the_newer_turn_whatever_the_cpu_sorts():
     same = {"role": "user", "content": "my parking spot is B12"}
     h = reading.History("ties@adjacent", "adjacent",
                         ((same, {"role": "assistant", "content": "noted"}, same, same, {"role": "user", "content": "bye"}),))
-    s = systems.BM25System(reading.Reader(_EchoClient()), "turn", top_k=2)
+    s = baselines.BM25System(reading.Reader(_EchoClient()), "turn", top_k=2)
     s.ingest(h)
     assert s.retrieve(h, "where is my parking spot") == [2, 3]
     assert s.retrieve(h, "zebra") == [3, 4]  # no shared term: every turn scores 0, the newest win
@@ -80,7 +81,7 @@ def test_bm25_ties_go_to_the_newer_turn_whatever_the_cpu_sorts():
 
 def test_bm25_session_level_returns_whole_sessions():
     client = _EchoClient()
-    s = systems.BM25System(reading.Reader(client), "session", top_k=1)
+    s = baselines.BM25System(reading.Reader(client), "session", top_k=1)
     h = reading.history_for(INSTANCE, "long_context")
     s.ingest(h)
     ans = s.answer(h, "silent study room library Tuesdays")
@@ -92,7 +93,7 @@ def test_bm25_session_level_returns_whole_sessions():
 def test_long_context_truncates_from_the_front_and_records_it():
     client = _EchoClient()
     reader = reading.Reader(client, max_tokens=100, context_window=700, token_margin=1.0)
-    ans = systems.LongContextSystem(reader).answer(reading.history_for(INSTANCE, "long_context"), "What is my ZIP?")
+    ans = baselines.LongContextSystem(reader).answer(reading.history_for(INSTANCE, "long_context"), "What is my ZIP?")
     context = client.seen[-1][1]["content"]
     assert ans.truncated_tokens > 0
     assert "Filler question 0.0" not in context          # the oldest turns went first
@@ -122,9 +123,9 @@ def test_select_instances_balances_op_types():
     for t in ("remember", "forget", "update", "reflect", "trajectory"):
         for k in range(3):
             insts.append(Instance.model_validate({**base, "instance_id": f"T{k}-{t}", "op_type": t}))
-    picked = evaluate.select_instances(insts, 5)
+    picked = answering.select_instances(insts, 5)
     assert sorted(i.op_type for i in picked) == sorted(["remember", "forget", "update", "reflect", "trajectory"])
-    assert evaluate.select_instances(insts, None) == sorted(insts, key=lambda i: i.instance_id)
+    assert answering.select_instances(insts, None) == sorted(insts, key=lambda i: i.instance_id)
 
 
 def test_select_probes_covers_the_rarest_probe_types_first():
@@ -138,19 +139,19 @@ def test_select_probes_covers_the_rarest_probe_types_first():
     traj = ["StateTrajectory", "StateTrajectory", "StateTransition", "CandidateDisambiguation", "OperationTrace"]
     chosen = [inst("a", common), inst("b", common), inst("c", common), inst("d", traj), inst("e", common),
               inst("f", common)]
-    one = evaluate.select_probes(chosen, 1)
+    one = answering.select_probes(chosen, 1)
     # every probe type once: StateTrajectory from the only instance that has it
     assert sorted(ps[0].probe_type for ps in one) == sorted(set(common) | {"StateTrajectory"})
     assert one[3][0].probe_type == "StateTrajectory"
-    assert evaluate.select_probes(chosen, 1) == one  # deterministic
-    two = evaluate.select_probes(chosen[:2], 2)
+    assert answering.select_probes(chosen, 1) == one  # deterministic
+    two = answering.select_probes(chosen[:2], 2)
     assert [len(ps) for ps in two] == [2, 2] and len({p.probe_type for ps in two for p in ps}) == 4
-    assert evaluate.select_probes(chosen, None) == [list(i.probes) for i in chosen]
-    assert [len(ps) for ps in evaluate.select_probes(chosen, 9)] == [5] * 6
+    assert answering.select_probes(chosen, None) == [list(i.probes) for i in chosen]
+    assert [len(ps) for ps in answering.select_probes(chosen, 9)] == [5] * 6
 
 
 def test_journal_ignores_and_repairs_a_torn_last_line(tmp_path):
-    j = evaluate.Journal(tmp_path / "j.jsonl")
+    j = answering.Journal(tmp_path / "j.jsonl")
     j.append({"a": 1})
     with open(j.path, "a") as fh:
         fh.write('{"a": 2, "b"')  # killed mid-write
@@ -176,7 +177,7 @@ def _gbnf_str(n):
 
 
 def test_embedded_reader_bounds_the_grammar_but_not_the_parser():
-    from memlife.memops.response import GRAMMAR_BOUNDS, parse_response, reply_grammar
+    from memlife.memops.data.response import GRAMMAR_BOUNDS, parse_response, reply_grammar
 
     client = _EchoClient()
     reading.Reader(client).read(["[session 1] user: hi"], "q?")
@@ -206,7 +207,7 @@ def _run(tmp, server, systems_arg, *, kill_after=None, timeout=240, extra=()):
     env = {**os.environ, "PYTHONPATH": LIB, "MEMLIFE_READER_BASE_URL": server.base_url,
            "MEMLIFE_READER_MODEL": "fake", "MEMLIFE_CACHE_DIR": str(tmp / "cache"),
            "MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "memlife.memops.evaluate", "--instances", str(tmp / "i.jsonl"),
+    proc = subprocess.Popen([sys.executable, "-m", "memlife.memops", "evaluate", "--instances", str(tmp / "i.jsonl"),
                              "--out", str(tmp / "out"), "--systems", systems_arg, "--settings", "adjacent",
                              "--max-probes", "1", "--extract-max-tokens", "77", *extra], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -250,7 +251,7 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
     seen.update(srv.requests)
     caps.update(srv.max_tokens)
     srv.close()
-    store = systems.store_dir(_stores(tmp_path), "mem0", "t-test-trajectory@adjacent")
+    store = baselines.store_dir(_stores(tmp_path), "mem0", "t-test-trajectory@adjacent")
     assert store.is_dir() and not (store / "INGESTED").exists()  # interrupted mid-ingest
 
     # 2: killed during MemOS's ingest (Mem0 completes: 2 new extractions + 1 read, then MemOS)
@@ -270,9 +271,9 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
     srv.close()
     # Mem0's and MemOS's own extraction calls carry the run's cap; the reader keeps its own (by
     # default the longest reply the grammar of the dataset's gold bounds admits).
-    from memlife.memops.response import grammar_longest_reply
+    from memlife.memops.data.response import grammar_longest_reply
 
-    assert caps == {77, grammar_longest_reply(evaluate.gold_grammar_bounds([INSTANCE]))}
+    assert caps == {77, grammar_longest_reply(answering.gold_grammar_bounds([INSTANCE]))}
 
     # No request reached the model twice, except each one that was in flight when killed.
     repeats = {k: n for k, n in seen.items() if n > 1}
@@ -281,7 +282,7 @@ def test_sigkill_mid_ingest_resumes_without_repeats_or_duplicate_memories(tmp_pa
     assert len(_memories(managed.Mem0System, tmp_path)) == 3
     if use_memos:
         assert len(_memories(managed.MemOSSystem, tmp_path)) == 3
-    df = evaluate.collect(tmp_path / "out")
+    df = answering.collect(tmp_path / "out")
     assert len(df) == len(names.split(",")) and not df.duplicated(["system", "setting", "probe_id"]).any()
 
 
@@ -312,7 +313,7 @@ def test_sigkill_during_a_parallel_evaluation_resumes_without_repeating_a_call(t
     repeats = {k: n for k, n in seen.items() if n > 1}
     assert all(n == 2 for n in repeats.values()) and 1 <= len(repeats) <= 4  # only those in flight
     assert set(repeats) <= set(first[-4:])  # four at a time: those in flight are the last four received
-    parallel = evaluate.collect(tmp_path / "out")
+    parallel = answering.collect(tmp_path / "out")
     assert len(parallel) == 2 * len(instances) and not parallel.duplicated(["system", "instance_id", "probe_id"]).any()
     # One call at a time, from the same cache: the same records.
     monkeypatch.setenv("MEMLIFE_READER_CONCURRENCY", "1")
@@ -323,7 +324,7 @@ def test_sigkill_during_a_parallel_evaluation_resumes_without_repeating_a_call(t
     (env_out / "cache").symlink_to(tmp_path / "cache")
     assert _run(env_out, srv, "long_context,bm25_turn", extra=WIDE) == 0 and srv.requests == []
     srv.close()
-    serial = evaluate.collect(env_out / "out")
+    serial = answering.collect(env_out / "out")
     cols = ["system", "setting", "instance_id", "probe_id", "raw", "request_id"]
     assert parallel[cols].equals(serial[cols])
 
@@ -425,7 +426,7 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
     discard the adapter once the history is done."""
     pytest.importorskip("peft")
     pytest.importorskip("llguidance")
-    from memlife.memops.response import grammar_longest_reply
+    from memlife.memops.data.response import grammar_longest_reply
     from memlife.models import accounting, endpoints, serve
 
     try:
@@ -441,7 +442,7 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
     s = temp_lora.TempLoRASystem(tmp_path / "stores", cfg, grammar_bounds=TINY_BOUNDS)
     adjacent = reading.history_for(INSTANCE, "adjacent")
     h = reading.History(adjacent.history_id, "adjacent", tuple(session[:2] for session in adjacent.sessions))
-    d = systems.store_dir(tmp_path / "stores", "temp_lora", h.history_id)
+    d = baselines.store_dir(tmp_path / "stores", "temp_lora", h.history_id)
     s.ingest(h)
     assert not (d / "INGESTED").exists()  # training waits until a reply is not cached
     ans = s.answer(h, "What is my ZIP code?")
@@ -478,24 +479,25 @@ def test_temp_lora_trains_every_chunk_then_answers_under_the_readers_grammar(iso
 def test_changing_an_answer_parameter_asks_again_and_records_only_the_current_run(tmp_path):
     client = _EchoClient()
     base = dict(systems=["long_context", "bm25_turn"], settings=["adjacent"], max_probes=2, judge=False)
-    first = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1200, **base), tmp_path,
+    first = answering.run([INSTANCE], answering.EvalConfig(reader_max_tokens=1200, **base), tmp_path,
                          reader_client=client, progress=False)
     assert len(client.seen) == 4 and len(first) == 4 and first["run_key"].nunique() == 1
     # Same parameters: everything is journalled, nothing is asked.
-    evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1200, **base), tmp_path,
+    answering.run([INSTANCE], answering.EvalConfig(reader_max_tokens=1200, **base), tmp_path,
                  reader_client=client, progress=False)
     assert len(client.seen) == 4
     # Another token cap changes the answers: asked again, and only the new answers are the records.
-    second = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1000, **base), tmp_path,
+    second = answering.run([INSTANCE], answering.EvalConfig(reader_max_tokens=1000, **base), tmp_path,
                           reader_client=client, progress=False)
     assert len(client.seen) == 8 and len(second) == 4
     assert set(second["run_key"]) != set(first["run_key"])
+    labels.run(second, [INSTANCE], answering.EvalConfig(reader_max_tokens=1000, **base), tmp_path, progress=False)
     assert len(pd.read_parquet(tmp_path / "records.parquet")) == 4
     # A smaller selection under the same key asks nothing and records just that selection.
-    third = evaluate.run([INSTANCE], evaluate.EvalConfig(reader_max_tokens=1000, **{**base, "max_probes": 1}),
+    third = answering.run([INSTANCE], answering.EvalConfig(reader_max_tokens=1000, **{**base, "max_probes": 1}),
                          tmp_path, reader_client=client, progress=False)
     assert len(client.seen) == 8 and len(third) == 2
-    assert len(evaluate.collect(tmp_path)) == 8  # the journals keep every answer ever given
+    assert len(answering.collect(tmp_path)) == 8  # the journals keep every answer ever given
 
 
 def test_temp_lora_generates_under_the_readers_token_cap(tmp_path, monkeypatch):
@@ -511,9 +513,9 @@ def test_temp_lora_generates_under_the_readers_token_cap(tmp_path, monkeypatch):
         raise Stop
 
     monkeypatch.setattr(registry, "make_system", make_system)
-    cfg = evaluate.EvalConfig(systems=["temp_lora"], settings=["adjacent"], temp_lora_settings=["adjacent"],
+    cfg = answering.EvalConfig(systems=["temp_lora"], settings=["adjacent"], temp_lora_settings=["adjacent"],
                               max_probes=1, reader_max_tokens=1345, temp_lora_epochs=3, judge=False)
     with pytest.raises(Stop):
-        evaluate.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
+        answering.run([INSTANCE], cfg, tmp_path, reader_client=_EchoClient(), progress=False)
     assert seen["temp_lora"].max_new_tokens == 1345 > temp_lora.TempLoRAConfig().max_new_tokens
     assert seen["temp_lora"].epochs == 3  # temp_lora_epochs is the method's epochs per chunk

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import aggregate, evaluate, metrics, reading, temp_lora
-from memlife.memops.response import GRAMMAR_BOUNDS, MemOpsResponse, grammar_longest_reply, reply_grammar
-from memlife.memops.schema import Instance
+from memlife.memops.data.response import gold_response
+from memlife.memops.systems import answering, reading, temp_lora
+from memlife.memops.scoring import labels
+from memlife.memops.analyses import aggregate
+from memlife.memops.data.response import GRAMMAR_BOUNDS, MemOpsResponse, grammar_longest_reply, reply_grammar
+from memlife.memops.data.schema import Instance
 
 from conftest import completion
 
@@ -38,14 +41,14 @@ def _longest(bounds):
 
 def test_the_grammar_admits_every_gold_reply_in_compact_form_and_nothing_padded():
     _needs_tokenizer()
-    bounds = evaluate.gold_grammar_bounds([INSTANCE])
+    bounds = answering.gold_grammar_bounds([INSTANCE])
     g = reply_grammar(bounds)
     for p in INSTANCE.probes:
-        gold = metrics.gold_response(INSTANCE, p)
-        assert evaluate.grammar_admits(g, gold.raw), p.probe_id
+        gold = gold_response(INSTANCE, p)
+        assert answering.grammar_admits(g, gold.raw), p.probe_id
         # the same reply with whitespace between its tokens is outside the grammar
-        assert not evaluate.grammar_admits(g, json.dumps(gold.response.model_dump(), indent=2))
-        assert not evaluate.grammar_admits(g, gold.response.model_dump_json().replace('":', '": ', 1))
+        assert not answering.grammar_admits(g, json.dumps(gold.response.model_dump(), indent=2))
+        assert not answering.grammar_admits(g, gold.response.model_dump_json().replace('":', '": ', 1))
 
 
 def test_the_longest_reply_is_what_the_grammar_says_and_one_character_more_is_refused():
@@ -54,13 +57,13 @@ def test_the_longest_reply_is_what_the_grammar_says_and_one_character_more_is_re
               "operations_items": 3, "provenance_items": 2}
     g = reply_grammar(bounds)
     longest = _longest(bounds)
-    assert evaluate.grammar_admits(g, longest.model_dump_json())
+    assert answering.grammar_admits(g, longest.model_dump_json())
     assert grammar_longest_reply(bounds) == len(longest.model_dump_json())
     for field, value in (("answer", "a" * 31), ("provenance", ["q" * 9] * 3)):
         over = longest.model_copy(update={field: value})
-        assert not evaluate.grammar_admits(g, over.model_dump_json()), field
+        assert not answering.grammar_admits(g, over.model_dump_json()), field
     none = MemOpsResponse(answer="", operations=[], provenance=[])
-    assert evaluate.grammar_admits(reply_grammar({"operations_items": 0, "provenance_items": 0}),
+    assert answering.grammar_admits(reply_grammar({"operations_items": 0, "provenance_items": 0}),
                                    none.model_dump_json())
 
 
@@ -70,17 +73,17 @@ def test_the_grammar_writes_one_byte_a_character_so_its_longest_reply_bounds_its
 
     bounds = {"answer": 12, "operations_items": 0, "provenance_items": 0}
     g = reply_grammar(bounds)
-    assert evaluate.grammar_admits(g, '{"answer":"the red door","operations":[],"provenance":[]}')
+    assert answering.grammar_admits(g, '{"answer":"the red door","operations":[],"provenance":[]}')
     for outside in ("the caf\u00e9", 'a \\"quote\\"', "a \\\\ slash", "tab\\there"):
-        assert not evaluate.grammar_admits(g, '{"answer":"' + outside + '","operations":[],"provenance":[]}'), outside
+        assert not answering.grammar_admits(g, '{"answer":"' + outside + '","operations":[],"provenance":[]}'), outside
     # the grammar's character class and REPLY_ALPHABET (what the kits are checked against) agree
-    from memlife.memops.response import REPLY_ALPHABET, outside_reply_alphabet
+    from memlife.memops.data.schema import REPLY_ALPHABET, outside_reply_alphabet
 
     every = "".join(sorted(REPLY_ALPHABET))
     wide = reply_grammar({"answer": len(every), "operations_items": 0, "provenance_items": 0})
-    assert evaluate.grammar_admits(wide, '{"answer":"' + every + '","operations":[],"provenance":[]}')
+    assert answering.grammar_admits(wide, '{"answer":"' + every + '","operations":[],"provenance":[]}')
     for ch in ("\x7f", "\x1f", "\u00a3"):
-        assert not evaluate.grammar_admits(wide, '{"answer":"a' + ch + '","operations":[],"provenance":[]}'), ch
+        assert not answering.grammar_admits(wide, '{"answer":"a' + ch + '","operations":[],"provenance":[]}'), ch
     assert outside_reply_alphabet('caf\u00e9 "x" \\') == ['"', "\\", "\u00e9"]
     # the worst case for a byte-level BPE: every character its own token, never more
     longest = _longest({**GRAMMAR_BOUNDS, "answer": 40}).model_dump_json().replace("a" * 40, "~!" * 20)
@@ -91,22 +94,22 @@ def test_the_cap_defaults_to_the_grammars_longest_reply_and_a_lower_one_is_refus
     bounds = {"answer": 30, "target": 5, "old_value": 6, "new_value": 7, "provenance_quote": 9,
               "operations_items": 3, "provenance_items": 2}
     longest = grammar_longest_reply(bounds)
-    assert evaluate.resolve_reply_cap(None, bounds, bounded=True) == longest
-    assert evaluate.resolve_reply_cap(longest + 5, bounds, bounded=True) == longest + 5
-    with pytest.raises(evaluate.ReplyRoomError, match=rf"reader_max_tokens={longest - 1} .* at least {longest}"):
-        evaluate.resolve_reply_cap(longest - 1, bounds, bounded=True)
+    assert answering.resolve_reply_cap(None, bounds, bounded=True) == longest
+    assert answering.resolve_reply_cap(longest + 5, bounds, bounded=True) == longest + 5
+    with pytest.raises(answering.ReplyRoomError, match=rf"reader_max_tokens={longest - 1} .* at least {longest}"):
+        answering.resolve_reply_cap(longest - 1, bounds, bounded=True)
     # an API reader answers under the plain schema, not this grammar: its cap is its own
-    assert evaluate.resolve_reply_cap(50, bounds, bounded=False) == 50
+    assert answering.resolve_reply_cap(50, bounds, bounded=False) == 50
 
 
 def test_check_reply_room_refuses_a_grammar_that_rules_out_a_gold_reply():
     _needs_tokenizer()
-    tight = reading.Reader(_Client([]), max_tokens=1000, grammar_bounds={**evaluate.gold_grammar_bounds([INSTANCE]),
+    tight = reading.Reader(_Client([]), max_tokens=1000, grammar_bounds={**answering.gold_grammar_bounds([INSTANCE]),
                                                                          "answer": 3})
-    with pytest.raises(evaluate.ReplyRoomError, match="grammar rejects the gold response"):
-        evaluate.check_reply_room(tight, [(INSTANCE, INSTANCE.probes)])
-    fits = reading.Reader(_Client([]), max_tokens=1000, grammar_bounds=evaluate.gold_grammar_bounds([INSTANCE]))
-    assert 0 < evaluate.check_reply_room(fits, [(INSTANCE, INSTANCE.probes)]) <= 1000
+    with pytest.raises(answering.ReplyRoomError, match="grammar rejects the gold response"):
+        answering.check_reply_room(tight, [(INSTANCE, INSTANCE.probes)])
+    fits = reading.Reader(_Client([]), max_tokens=1000, grammar_bounds=answering.gold_grammar_bounds([INSTANCE]))
+    assert 0 < answering.check_reply_room(fits, [(INSTANCE, INSTANCE.probes)]) <= 1000
 
 
 class _Client:
@@ -132,29 +135,30 @@ class _Client:
 
 def test_a_reply_cut_at_the_cap_is_truncated_not_malformed_in_records_notices_and_table3(tmp_path):
     _needs_tokenizer()
-    good = metrics.gold_response(INSTANCE, INSTANCE.probes[0]).raw
+    good = gold_response(INSTANCE, INSTANCE.probes[0]).raw
     replies = [(good, "stop"),                                   # parses
                ('{"answer":"I think the answer is the', "length"),  # cut off at the cap
                ("I don't know.", "stop")]                        # ended on its own, not JSON
     client = _Client(replies)
-    cfg = evaluate.EvalConfig(systems=["long_context"], settings=["adjacent"], max_probes=3, judge=False)
-    recs = evaluate.run([INSTANCE], cfg, tmp_path, reader_client=client, progress=False)
+    cfg = answering.EvalConfig(systems=["long_context"], settings=["adjacent"], max_probes=3, judge=False)
+    recs = labels.run(answering.run([INSTANCE], cfg, tmp_path, reader_client=client, progress=False), [INSTANCE], cfg,
+                      tmp_path, progress=False)
     assert all(g == client.grammars[0] and "char{0," in g for g in client.grammars)  # the grammar went out
     # with the cap that no grammatical reply can reach
-    assert client.caps == [grammar_longest_reply(evaluate.gold_grammar_bounds([INSTANCE]))] * 3
+    assert client.caps == [grammar_longest_reply(answering.gold_grammar_bounds([INSTANCE]))] * 3
     by = recs.set_index("probe_id")
-    ids = [p.probe_id for p in evaluate.select_probes([INSTANCE], 3)[0]]
+    ids = [p.probe_id for p in answering.select_probes([INSTANCE], 3)[0]]
     assert by.loc[ids, "truncated"].tolist() == [False, True, False]
     assert by.loc[ids, "finish_reason"].tolist() == ["stop", "length", "stop"]
     assert by.loc[ids, "malformed"].tolist() == [False, True, True]  # the scorer's label: neither parsed
     assert "token cap" in by.loc[ids[1], "parse_error"] and "token cap" not in by.loc[ids[2], "parse_error"]
     # rescoring from the journal keeps the cause
-    again = evaluate.collect(tmp_path, instances=[INSTANCE]).set_index("probe_id")
+    again = labels.run(answering.collect(tmp_path), [INSTANCE], cfg, tmp_path, progress=False).set_index("probe_id")
     assert "token cap" in again.loc[ids[1], "parse_error"] and bool(again.loc[ids[1], "truncated"])
 
-    counts = evaluate.reply_counts(recs).loc[("long_context", "adjacent")]
+    counts = answering.reply_counts(recs).loc[("long_context", "adjacent")]
     assert (counts["replies"], counts["truncated"], counts["malformed"]) == (3, 1, 1)
-    notes = evaluate.run_notices(recs, evaluate.ingest_summary(tmp_path))
+    notes = answering.run_notices(recs, answering.ingest_summary(tmp_path))
     assert any(n.startswith("replies cut off at the token cap") and "long_context/adjacent 1 of 3" in n for n in notes)
     assert not any("most replies malformed" in n for n in notes)  # 1 of 3 failed the format on its own
 
@@ -169,10 +173,10 @@ def test_most_replies_malformed_counts_only_those_not_cut_off():
 
     recs = pd.DataFrame({"system": ["temp_lora"] * 4, "setting": ["adjacent"] * 4,
                          "malformed": [True] * 4, "truncated": [True, True, True, False], "truncated_tokens": [0] * 4})
-    notes = evaluate.run_notices(recs, pd.DataFrame())
+    notes = answering.run_notices(recs, pd.DataFrame())
     assert notes == ["replies cut off at the token cap (kept, labelled truncated, scored as failures; raise "
                      "reader_max_tokens to give them room): temp_lora/adjacent 3 of 4"]
-    notes = evaluate.run_notices(recs.assign(truncated=False), pd.DataFrame())
+    notes = answering.run_notices(recs.assign(truncated=False), pd.DataFrame())
     assert notes == ["most replies malformed (ended on their own and did not parse; kept and labelled malformed): "
                      "temp_lora/adjacent 4 of 4"]
 
@@ -212,7 +216,7 @@ def test_the_embedded_readers_fit_fills_its_window_exactly_beside_the_longest_re
 
     lines = reading.format_turns(reading.history_for(INSTANCE, "long_context").turns()) * 20
     reader = reading.Reader(_Client([]), max_tokens=2456, context_window=8192,
-                            grammar_bounds=evaluate.gold_grammar_bounds([INSTANCE]))
+                            grammar_bounds=answering.gold_grammar_bounds([INSTANCE]))
     question = INSTANCE.probes[0].question
 
     def need(kept):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import managed, reading, systems
-from memlife.memops.schema import Instance
+from memlife.memops.systems import baselines, managed, reading
+from memlife.memops.data.schema import Instance
 from memlife.models import endpoints, proxy
 
 from conftest import completion
@@ -215,7 +215,7 @@ def test_a_cap_refusal_mid_ingest_stops_the_run_and_a_rerun_resumes(memos_env, t
     llm_, srv = memos_env
     h = reading.history_for(INSTANCE, "adjacent")
     root = tmp_path / "stores"
-    marker = systems.IngestMarker(systems.store_dir(root, "memos", h.history_id))
+    marker = baselines.IngestMarker(baselines.store_dir(root, "memos", h.history_id))
 
     # The first session's extraction is already in the cache (another history began the same way).
     s = _memos(llm_, srv, root)
@@ -276,7 +276,7 @@ def test_a_reply_that_does_not_parse_is_counted_as_before(memos_env, tmp_path, m
         memories = s.memories(h)
     finally:
         s.close()
-    info = systems.IngestMarker(systems.store_dir(tmp_path / "stores", "memos", h.history_id)).read()
+    info = baselines.IngestMarker(baselines.store_dir(tmp_path / "stores", "memos", h.history_id)).read()
     assert info["memories_added"] == [0, 0, 0] and memories == []
     assert info["extract_errors"] == ["KeyError: 'memory list'"] * 3
     assert errors == 0 and len(srv.requests) == 3  # every reply was given, once
@@ -296,5 +296,5 @@ def test_a_proxy_that_cannot_be_reached_stops_the_ingest(memos_env, tmp_path):
         s.close()
     assert ei.value.kind == "connection" and ei.value.__cause__ is None
     assert "MemOS add of session 1 of 3" in str(ei.value) and "could not reach the memlife proxy" in str(ei.value)
-    assert not systems.IngestMarker(systems.store_dir(tmp_path / "stores", "memos", h.history_id)).done()
+    assert not baselines.IngestMarker(baselines.store_dir(tmp_path / "stores", "memos", h.history_id)).done()
     assert srv.requests == []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memlife.memops import managed
+from memlife.memops.systems import managed
 
 HERE = Path(__file__).parent
 AUDIT_SITE = HERE / "audit_site"
@@ -82,7 +82,7 @@ def test_evaluation_run_stays_on_loopback(tmp_path):
                           MEMLIFE_CACHE_DIR=str(tmp_path / "cache"))
         for name in ("MEM0_TELEMETRY", "HF_HUB_OFFLINE"):
             env.pop(name, None)
-        out = subprocess.run([sys.executable, "-m", "memlife.memops.evaluate", "--instances", str(tmp_path / "i.jsonl"),
+        out = subprocess.run([sys.executable, "-m", "memlife.memops", "evaluate", "--instances", str(tmp_path / "i.jsonl"),
                               "--out", str(tmp_path / "out"), "--systems", ",".join(names), "--max-probes", "1"],
                              env=env, capture_output=True, text=True, timeout=300)
     finally:

@@ -11,8 +11,11 @@ from hypothesis import strategies as st
 
 from memlife import longmem
 from memlife.base import parallel
-from memlife.restore import arms, controls, evict, pipeline, units
-from memlife.restore.units import Unit
+from memlife.restore.data import units
+from memlife.restore.eviction import evict
+from memlife.restore.reading import arms
+from memlife.restore.analyses import controls
+from memlife.restore.data.units import Unit
 
 import longmem_templates
 
@@ -57,7 +60,7 @@ def test_the_grid_is_evict_grid_then_plan_grid(small):
     for workers in (1, 2):
         evs = evict.evict_grid(grid.histories, cfg.policies, cfg.budgets, cfg.seeds, workers=workers)
         assert evs == grid.evictions
-        reads, plan = pipeline.plan_grid(grid.questions, evs, k=cfg.k, restore_cap=cfg.restore_cap,
+        reads, plan = arms.plan_grid(grid.questions, evs, k=cfg.k, restore_cap=cfg.restore_cap,
                                          ablation_arms=cfg.ablation_arms, workers=workers)
         assert reads == grid.reads and plan.distinct_prompts == grid.plan.distinct_prompts
 

@@ -1,4 +1,4 @@
-"""Power by simulation (memlife.power, memlife.memops.power, memlife.restore.power,
+"""Power by simulation (memlife.power, memlife.memops.analyses.power, memlife.restore.analyses.power,
 memlife.running.power): checked against closed forms, against the rates it plants, and for
 determinism."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ import yaml
 
 from memlife import power
 from memlife.base import paths
-from memlife.memops import power as memops_power
-from memlife.restore import decompose
-from memlife.restore import power as restore_power
-from memlife.restore.evict import Eviction
+from memlife.memops.analyses import power as memops_power
+from memlife.restore.analyses import decompose
+from memlife.restore.analyses import power as restore_power
+from memlife.restore.eviction.evict import Eviction
 from memlife.running import power as power_run
 
 ROOT = paths.repo_root()
@@ -116,7 +116,7 @@ def test_restore_runs_plant_the_papers_shares_and_hold_the_constructions_identit
     # the 80k top-k two-bin shares are the paper's, within sampling error (~100-200 corrected errors a cell)
     for p, share in (("fifo", 0.71), ("random", 0.73), ("redundancy", 0.67), ("importance", 0.60)):
         assert dec.loc[(p, 80000, "topk"), "two_bin_share"] == pytest.approx(share, abs=0.1), p
-    # the seeded policies run at every seed, the others once (as memlife.restore.evict runs them)
+    # the seeded policies run at every seed, the others once (as memlife.restore.eviction.evict runs them)
     assert primary.groupby("policy")["seed"].nunique().to_dict() == {
         "control": 3, "fifo": 1, "importance": 1, "no_evict": 1, "random": 3, "redundancy": 1}
     # the residual rate at no-evict 80k forced-gold is the paper's 59 of 336 for the primary reader

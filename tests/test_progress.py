@@ -176,20 +176,20 @@ def test_the_closing_summary_lists_calls_outputs_and_notices(tmp_path):
 def test_a_memops_run_says_when_most_replies_are_malformed_or_a_store_stayed_empty():
     import pandas as pd
 
-    from memlife.memops import evaluate
+    from memlife.memops.systems import answering
 
     records = pd.DataFrame({"system": ["temp_lora"] * 2 + ["bm25_turn"] * 2, "setting": ["adjacent"] * 4,
                             "malformed": [True, True, True, False], "truncated_tokens": [0, 0, 0, 0]})
     ingested = pd.DataFrame({"system": ["memos", "memos", "mem0"], "memories_added": ["[0, 0]", "[1, 0]", None],
                              "extract_errors": ['["KeyError"]', "[]", None]})
-    assert evaluate.run_notices(records, ingested) == [
+    assert answering.run_notices(records, ingested) == [
         "most replies malformed (ended on their own and did not parse; kept and labelled malformed): "
         "temp_lora/adjacent 2 of 2",
         "memos stored no memory for 1 of 2 histories (1 extraction replies did not parse); its answers read an "
         "empty store"]
-    assert evaluate.run_notices(records[records.system == "bm25_turn"], ingested.iloc[1:]) == []
+    assert answering.run_notices(records[records.system == "bm25_turn"], ingested.iloc[1:]) == []
     cut = records.assign(truncated_tokens=[0, 0, 1000, 3001])
-    assert evaluate.run_notices(cut[cut.system == "bm25_turn"], ingested.iloc[1:]) == [
+    assert answering.run_notices(cut[cut.system == "bm25_turn"], ingested.iloc[1:]) == [
         "contexts cut to fit the reader's window (oldest turns dropped): bm25_turn/adjacent 2 of 2, "
         "2,000 tokens on average"]
 

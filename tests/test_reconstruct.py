@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from memlife import longmem, reconstruct, sharegpt
-from memlife.restore import dataset, units
+from memlife.restore.data import dataset, units
 
 PAPER_TYPES = {"temporal-reasoning": 127, "multi-session": 121, "knowledge-update": 72,
                "single-session-user": 64, "single-session-assistant": 56, "single-session-preference": 30}

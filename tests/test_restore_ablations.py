@@ -11,14 +11,18 @@ import pytest
 from test_restore_pipeline import CAP, FickleTestReader, K, evidence_oracle, smoke_grid
 
 from memlife.models import endpoints
-from memlife.restore import analyses, answer_judge, arms, decompose, paper_tables, pipeline
+from memlife.restore import pipeline
+from memlife.restore.judging import grading
+from memlife.restore.reading import arms
+from memlife.restore.judging import answer_judge
+from memlife.restore.analyses import decompose, paper_analyses, paper_tables
 
 
 @pytest.fixture(scope="module")
 def grid():
     qs, hist, evs, _ = smoke_grid()
-    reads, plan = pipeline.plan_grid(qs, evs, k=K, restore_cap=CAP, ablation_arms=True)
-    base_reads, base_plan = pipeline.plan_grid(qs, evs, k=K, restore_cap=CAP)
+    reads, plan = arms.plan_grid(qs, evs, k=K, restore_cap=CAP, ablation_arms=True)
+    base_reads, base_plan = arms.plan_grid(qs, evs, k=K, restore_cap=CAP)
     return SimpleNamespace(questions=qs, by_id={q.question_id: q for q in qs}, hist=hist, evs=evs,
                            reads=reads, plan=plan, base_reads=base_reads, base_plan=base_plan)
 
@@ -32,16 +36,16 @@ def _cells(reads):
 
 
 def _records(g, reader):
-    return arms.records(g.reads, arms.read_all(g.plan, reader), g.by_id, reader.model)
+    return grading.records(g.reads, arms.read_all(g.plan, reader), g.by_id, reader.model)
 
 
 # ----------------------------------------------------------------------------- the contexts
 
 
 def test_the_grid_passes_the_construction_checks(grid):
-    pipeline.check_reads(grid.reads, grid.questions, CAP)
+    arms.check_reads(grid.reads, grid.questions, CAP)
     # Without the ablation the reads are exactly the core arms, unchanged.
-    assert grid.base_reads == [r for r in grid.reads if r.arm in decompose.CORE_ARMS]
+    assert grid.base_reads == [r for r in grid.reads if r.arm in arms.CORE_ARMS]
 
 
 def test_restore_surviving_is_the_forced_gold_context_and_costs_no_read(grid):
@@ -100,30 +104,30 @@ def test_the_placebo_swaps_the_gold_for_stand_ins_of_its_size_and_place(grid):
 def test_under_the_evidence_oracle_the_ablation_arms_have_their_known_answers(grid):
     reader = evidence_oracle(grid.questions, grid.hist)
     rec = _records(grid, reader)
-    assert set(rec["arm"]) == set(decompose.ARMS)
+    assert set(rec["arm"]) == set(arms.ARMS)
     obs = decompose.observations(rec)
     assert obs["restore_surviving_correct"].notna().all() and obs["placebo_correct"].notna().all()
     irr = obs[obs["irreversible"] == 1]
     assert len(irr) > 0
     # It restores nothing that was lost, so it never recovers an irreversible error ...
     assert not irr["restore_surviving_correct"].any()
-    sg = analyses.surviving_gold_ablation(obs)
+    sg = paper_analyses.surviving_gold_ablation(obs)
     assert sg["n_become_recoverable"].sum() == 0 and sg["n_irreversible_tested"].sum() == len(irr)
     # ... and recovers exactly the errors that lost no gold (the oracle needs all of it).
     err = obs[obs["n_errors"] == 1]
     assert (err["restore_surviving_correct"] == (err["n_gold_evicted"] == 0)).all()
     # The placebo holds no gold: it never flips an error, while the real restore flips them all.
-    pl = analyses.placement_placebo(obs)
+    pl = paper_analyses.placement_placebo(obs)
     assert pl["n_placebo_flips"].sum() == 0 and pl["n_restore_flips"].sum() == pl["n_errors_tested"].sum() > 0
     table = paper_tables.paper_vs_ours_robustness(
         pd.DataFrame(columns=["comparison", "dissociates", "difference"]),
-        analyses.reader_residuals(obs), pd.DataFrame(), sg, pl, reader=reader.model).set_index("quantity")
+        paper_analyses.reader_residuals(obs), pd.DataFrame(), sg, pl, reader=reader.model).set_index("quantity")
     # a handful of questions: the rows state what they rest on and call it anecdotal, no share
     for quantity, t, tested in (("surviving-gold restore: irreversible that become recoverable", sg[sg["regime"] == "topk"],
                                  "n_irreversible_tested"),
                                 ("placement placebo: errors flipped to correct", pl, "n_errors_tested")):
         row = table.loc[quantity]
-        assert t["n_questions"].max() < analyses.MIN_CLUSTERS and np.isnan(row.ours)
+        assert t["n_questions"].max() < paper_analyses.MIN_CLUSTERS and np.isnan(row.ours)
         assert row.ours_n == t[tested].sum() and row.evidence.startswith("anecdotal")
 
 
@@ -131,7 +135,7 @@ def test_forced_gold_restore_surviving_answers_as_the_policy_arm_for_any_reader(
     obs = decompose.observations(_records(grid, FickleTestReader(grid.questions, grid.hist)))
     fg = obs[obs["regime"] == "forced_gold"]
     assert (fg["restore_surviving_correct"] == fg["policy_correct"]).all()
-    sg = analyses.surviving_gold_ablation(obs).set_index("regime")
+    sg = paper_analyses.surviving_gold_ablation(obs).set_index("regime")
     assert sg.loc["forced_gold", "n_become_recoverable"] == 0
 
 
@@ -144,16 +148,16 @@ def _oracle_records(grid):
 
 def test_the_audit_sample_is_seeded_and_deterministic(grid):
     rec = _oracle_records(grid)
-    items = list(arms.ITEM_COLUMNS)
-    a = arms.audit_sample(rec, 40, seed=0)
+    items = list(grading.ITEM_COLUMNS)
+    a = grading.audit_sample(rec, 40, seed=0)
     assert len(a) == 40 and not a.duplicated(items).any()
     assert (a["judge"] == arms.DETERMINISTIC_JUDGE).all()
     shuffled = rec.sample(frac=1, random_state=1)
-    pd.testing.assert_frame_equal(arms.audit_sample(shuffled, 40, seed=0), a)
-    assert not arms.audit_sample(rec, 40, seed=1)[items].equals(a[items])
+    pd.testing.assert_frame_equal(grading.audit_sample(shuffled, 40, seed=0), a)
+    assert not grading.audit_sample(rec, 40, seed=1)[items].equals(a[items])
     n_items = (rec["judge"] == arms.DETERMINISTIC_JUDGE).sum()
-    assert len(arms.audit_sample(rec, 10**6, seed=0)) == n_items
-    assert arms.audit_sample(rec, 0, seed=0).empty
+    assert len(grading.audit_sample(rec, 10**6, seed=0)) == n_items
+    assert grading.audit_sample(rec, 0, seed=0).empty
 
 
 def test_the_audit_is_skipped_without_a_capable_endpoint(grid, isolated_llm, fault_server, monkeypatch):
@@ -180,7 +184,7 @@ def _script_audit(grid, fault_server, rec, n, seed, primary: bool):
     """Script the fault server's grade of every sampled item: the audit judge agrees with the
     deterministic scorer except on every third distinct triple, and one call fails for good.
     With `primary`, the primary judge grades first (its replies are consumed first)."""
-    sample = arms.audit_sample(rec, n, seed)
+    sample = grading.audit_sample(rec, n, seed)
     triples = sorted({(grid.by_id[q].question, grid.by_id[q].answer, h)
                       for q, h in zip(sample["question_id"], sample["hypothesis"])})
     types = {q.question: q.question_type for q in grid.questions}
@@ -218,8 +222,8 @@ def test_the_audit_judge_regrades_the_sample_and_agreement_is_reported(grid, iso
     assert "fake-audit re-graded 30 sampled items" in got.audit_note
     audit = got.records[got.records["judge"] == "audit:fake-audit"]
     assert len(audit) == n
-    assert sorted(map(tuple, audit[list(arms.ITEM_COLUMNS)].astype(str).values)) == sorted(
-        map(tuple, sample[list(arms.ITEM_COLUMNS)].astype(str).values))
+    assert sorted(map(tuple, audit[list(grading.ITEM_COLUMNS)].astype(str).values)) == sorted(
+        map(tuple, sample[list(grading.ITEM_COLUMNS)].astype(str).values))
     # each distinct (question, reference, answer) is graded once; the errored call leaves an empty label
     assert all(v == 1 for v in fault_server.received.values()) and len(fault_server.received) == len(det)
     n_failed = sum(audit_label[t] is None for t in key)
@@ -230,8 +234,8 @@ def test_the_audit_judge_regrades_the_sample_and_agreement_is_reported(grid, iso
     plain = got.records[got.records["judge"] != "audit:fake-audit"]
     pd.testing.assert_frame_equal(decompose.decompose(decompose.observations(got.records)),
                                   decompose.decompose(decompose.observations(plain)))
-    ag = analyses.judge_agreement(got.records)
-    row = analyses.audit_agreement(ag[ag["reader"] == reader.model], arms.DETERMINISTIC_JUDGE)
+    ag = paper_analyses.judge_agreement(got.records)
+    row = paper_analyses.audit_agreement(ag[ag["reader"] == reader.model], arms.DETERMINISTIC_JUDGE)
     assert {row.judge_a, row.judge_b} == {"audit:fake-audit", arms.DETERMINISTIC_JUDGE}
     assert (row.n_items, row.n_excluded) == (n - n_failed, n_failed)
     ok = [t for t in key if audit_label[t] is not None]
@@ -251,8 +255,8 @@ def test_with_a_primary_llm_judge_the_audit_pair_is_audit_versus_primary(grid, i
     _, det, audit_label, key = _script_audit(grid, fault_server, rec, n, seed=3, primary=True)
     got = pipeline.read_and_judge(grid.reads, grid.plan, grid.questions, reader, reader_max_tokens=600,
                                   judge_audit_items=n, seed=3)
-    ag = analyses.judge_agreement(got.records)
-    row = analyses.audit_agreement(ag[ag["reader"] == reader.model], "fake-judge")
+    ag = paper_analyses.judge_agreement(got.records)
+    row = paper_analyses.audit_agreement(ag[ag["reader"] == reader.model], "fake-judge")
     assert {row.judge_a, row.judge_b} == {"audit:fake-audit", "fake-judge"}
     ok = [t for t in key if audit_label[t] is not None]
     po, kappa = _expected_agreement([det[t] for t in ok], [audit_label[t] for t in ok])

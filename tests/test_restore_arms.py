@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from memlife import longmem
 from memlife.models import endpoints, tokens
-from memlife.restore import answer_judge, arms, decompose, evict, prompts, read_context, units
+from memlife.restore.data import units
+from memlife.restore.eviction import evict
+from memlife.restore.judging import grading
+from memlife.restore.reading import arms, prompts, read_context
+from memlife.restore.judging import answer_judge
+from memlife.restore.analyses import decompose
 
 import longmem_templates
 
@@ -23,9 +28,11 @@ PINNED = {
 
 
 def test_prompts_are_pinned():
-    got = {k: hashlib.sha256(v.encode()).hexdigest() for k, v in prompts.PROMPTS.items()}
+    from memlife.restore.eviction import importance
+
+    got = {k: hashlib.sha256(v.encode()).hexdigest() for k, v in {**prompts.PROMPTS, **importance.PROMPTS}.items()}
     assert got == PINNED
-    assert (prompts.READER_MAX_TOKENS, prompts.JUDGE_MAX_TOKENS, prompts.IMPORTANCE_MAX_TOKENS) == (600, 16, 4)
+    assert (prompts.READER_MAX_TOKENS, prompts.JUDGE_MAX_TOKENS, importance.IMPORTANCE_MAX_TOKENS) == (600, 16, 4)
 
 
 @pytest.fixture(scope="module")
@@ -140,10 +147,10 @@ def test_records_follow_the_contract(dataset, tmp_path):
     assert len(capped.sent) == plan.distinct_calls and {r["max_tokens"] for r in capped.sent} == {128}
     judge = FakeClient(lambda r: "CORRECT" if q.answer in r["messages"][1]["content"].split("Model answer:")[1] else "INCORRECT")
     pairs = [(q.question, q.answer, answers[r.prompt]) for r in reads]
-    jr = arms.judge_all(pairs, judge)
+    jr = grading.judge_all(pairs, judge)
     from memlife.models import llm
-    df = arms.records(reads, answers, {q.question_id: q}, reader.model, jr, "fake-judge", llm.parse_label)
-    assert tuple(df.columns) == arms.RECORD_COLUMNS
+    df = grading.records(reads, answers, {q.question_id: q}, reader.model, jr, "fake-judge", llm.parse_label)
+    assert tuple(df.columns) == grading.RECORD_COLUMNS
     assert len(df) == 2 * len(reads)
     det = df[df.judge == "deterministic"]
     assert det.loc[det.arm == "clean_gold", "correct"].all()
@@ -158,7 +165,7 @@ def test_records_follow_the_contract(dataset, tmp_path):
     # gold and "I don't know" are always decided: the deterministic label is its own
     assert det["judge_raw"].isin([answer_judge.CORRECT, answer_judge.INCORRECT]).all()
     assert (det["correct"] == (det["judge_raw"] == answer_judge.CORRECT)).all()
-    [path] = arms.write_records(df, tmp_path)
+    [path] = grading.write_records(df, tmp_path)
     assert path == tmp_path / "fake-reader.parquet"
     back = pd.read_parquet(path)
     pd.testing.assert_frame_equal(back, df)
@@ -176,23 +183,23 @@ def test_an_undecided_item_is_unlabelled_or_graded_by_the_llm_judge(dataset):
     reads = [r for r in arms.build_reads(rubric, hist[q.question_id], [], k=8, restore_cap=150)]
     assert [r.arm for r in reads] == ["clean_gold"]
     answers = {reads[0].prompt: "Try roasted chickpeas."}
-    df = arms.records(reads, answers, {q.question_id: rubric}, "r")
+    df = grading.records(reads, answers, {q.question_id: rubric}, "r")
     assert len(df) == 1 and df["correct"].isna().all() and df["judge_raw"].tolist() == [answer_judge.UNDECIDED]
     replies = {(rubric.question, rubric.answer, "Try roasted chickpeas."): "CORRECT"}
-    df = arms.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
+    df = grading.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
     det = df[df.judge == arms.DETERMINISTIC_JUDGE].iloc[0]
     assert det["correct"] and det["judge_raw"] == "UNDECIDED -> fake-judge: CORRECT"
     assert df.loc[df.judge == "fake-judge", "judge_raw"].tolist() == ["CORRECT"]
     # a decided item keeps its own label whatever the LLM judge says
     answers = {reads[0].prompt: "I don't know."}
     replies = {(rubric.question, rubric.answer, "I don't know."): "CORRECT"}
-    df = arms.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
+    df = grading.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
     det = df[df.judge == arms.DETERMINISTIC_JUDGE].iloc[0]
     assert det["correct"] == False and det["judge_raw"] == answer_judge.INCORRECT  # noqa: E712
     # the decomposition excludes the unlabelled observations and counts them
     evs = evict.evict_grid({q.question_id: hist[q.question_id]}, ["fifo"], [200], [0, 1])
     reads = arms.build_reads(rubric, hist[q.question_id], evs, k=8, restore_cap=150)
-    df = arms.records(reads, {r.prompt: "Try roasted chickpeas." for r in reads}, {q.question_id: rubric}, "r")
+    df = grading.records(reads, {r.prompt: "Try roasted chickpeas." for r in reads}, {q.question_id: rubric}, "r")
     assert df["correct"].isna().all()
     with pytest.warns(UserWarning, match="excluded for an empty correct label"):
         obs = decompose.observations(df)

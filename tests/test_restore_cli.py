@@ -12,7 +12,10 @@ import yaml
 
 from memlife.models import endpoints
 from memlife.restore import __main__ as cli
-from memlife.restore import arms, decompose, pipeline
+from memlife.restore import pipeline
+from memlife.restore.judging import grading
+from memlife.restore.reading import arms
+from memlife.restore.analyses import decompose
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,7 +68,7 @@ def test_run_with_the_llm_reader_writes_records(isolated_llm, fault_server, monk
     assert cli.main(["run", "--profile", "smoke", "--reader", "llm", "--out", str(out)]) == 0
     assert "records" in capsys.readouterr().out
     rec = decompose.load_records(out / "records")
-    assert set(rec["arm"]) == set(decompose.ARMS)
+    assert set(rec["arm"]) == set(arms.ARMS)
     assert set(rec["reader"]) == {"fake-model"}
     assert set(rec["judge"]) == {"deterministic", "fake-model", "audit:fake-audit"}
     audit = rec[rec["judge"] == "audit:fake-audit"]
@@ -107,7 +110,7 @@ def test_a_failed_model_call_exits_1(isolated_llm, fault_server, monkeypatch, tm
 def test_a_second_readers_run_adds_its_records_beside_the_first(isolated_llm, fault_server, monkeypatch, tmp_path):
     """Two readers at smoke into one directory (the paper profile's robustness reader is such a
     second run): both readers' records load together, and R2 and R4 have second-reader rows."""
-    from memlife.restore import analyses
+    from memlife.restore.analyses import paper_analyses
 
     _root_with_profile(tmp_path)
     monkeypatch.setenv("MEMLIFE_SCORER_BASE_URL", fault_server.base_url)  # importance scores only
@@ -121,13 +124,13 @@ def test_a_second_readers_run_adds_its_records_beside_the_first(isolated_llm, fa
     readers = {"evidence-oracle (reference)", "noisy-oracle (reference)"}
     assert set(rec["reader"]) == readers
     obs = decompose.observations(rec)
-    boot = analyses.cell_bootstrap(obs, n_boot=50, seed=0)
-    r2 = analyses.regime_gap(boot)
+    boot = paper_analyses.cell_bootstrap(obs, n_boot=50, seed=0)
+    r2 = paper_analyses.regime_gap(boot)
     assert set(r2["reader"]) == readers
     assert (r2.groupby("reader").size() == r2.groupby("reader")["family_size"].first()).all()
-    residuals = analyses.reader_residuals(obs)
+    residuals = paper_analyses.reader_residuals(obs)
     assert set(residuals["reader"]) == readers
-    cmp = analyses.compare_reader_residuals(residuals, "noisy-oracle (reference)")
+    cmp = paper_analyses.compare_reader_residuals(residuals, "noisy-oracle (reference)")
     assert cmp.second == "evidence-oracle (reference)" and cmp.second_residual == 0
     # rerunning the first reader replaces its own file only
     assert cli.main(["run", "--profile", "smoke", "--reader", "evidence-oracle", "--out", str(out)]) == 0
@@ -137,7 +140,7 @@ def test_a_second_readers_run_adds_its_records_beside_the_first(isolated_llm, fa
 def test_a_stale_readers_file_from_another_grid_is_refused(tmp_path):
     from restore_simulate import simulate_records
 
-    arms.write_records(simulate_records(6, seeds=(0,), readers=("A",)), tmp_path)
-    arms.write_records(simulate_records(6, seeds=(0, 1), readers=("B",)), tmp_path)
+    grading.write_records(simulate_records(6, seeds=(0,), readers=("A",)), tmp_path)
+    grading.write_records(simulate_records(6, seeds=(0, 1), readers=("B",)), tmp_path)
     with pytest.raises(decompose.RecordsError, match=r"B\.parquet: reader 'B' read a different grid than .*A\.parquet"):
         decompose.load_records(tmp_path)

@@ -13,7 +13,8 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from memlife.restore import arms
+from memlife.restore.judging import grading
+
 
 from restore_simulate import simulate_records
 
@@ -27,7 +28,7 @@ def _scratch_root(tmp_path: Path, records=None) -> Path:
     (tmp_path / "configs").mkdir()
     shutil.copy(ROOT / "configs" / "smoke.yaml", tmp_path / "configs")  # the notebooks' profile
     if records is not None:
-        arms.write_records(records, tmp_path / "results" / "smoke" / "restore" / "records")
+        grading.write_records(records, tmp_path / "results" / "smoke" / "restore" / "records")
     return tmp_path
 
 

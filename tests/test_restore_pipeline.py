@@ -2,7 +2,7 @@
 offline LongMemEval-format builder -> units -> eviction (every policy, the control included) ->
 ranking and injection -> reads -> records -> decomposition -> R3.
 
-The evidence-oracle is the reference subject of docs/design.md (memlife.restore.subjects); the fickle
+The evidence-oracle is the reference subject of docs/design.md (memlife.restore.reading.subjects); the fickle
 reader is a test reader built on it. Each answers from the prompt the pipeline built, so the
 identities below hold only if the contexts are the paper's.
 """
@@ -13,8 +13,12 @@ import pytest
 
 from memlife import longmem
 from memlife import subjects as ref
-from memlife.restore import analyses, arms, decompose, evict, units
-from memlife.restore.subjects import SubjectReader
+from memlife.restore.data import units
+from memlife.restore.eviction import evict
+from memlife.restore.judging import grading
+from memlife.restore.reading import arms
+from memlife.restore.analyses import decompose, paper_analyses
+from memlife.restore.reading.subjects import SubjectReader
 
 import longmem_templates
 
@@ -23,7 +27,7 @@ K, CAP = 12, 300  # the quick profile's k and injection cap
 
 
 def evidence_oracle(questions, histories) -> SubjectReader:
-    """The evidence-oracle reference subject (memlife.restore.subjects): the gold answer exactly
+    """The evidence-oracle reference subject (memlife.restore.reading.subjects): the gold answer exactly
     when every gold unit's rendered line is in the prompt, else "I don't know"."""
     return SubjectReader(ref.EVIDENCE_ORACLE, questions, histories)
 
@@ -69,7 +73,7 @@ def pipeline():
 
 def _records(p, reader):
     answers = arms.read_all(p.plan, reader)
-    return arms.records(p.reads, answers, p.by_id, reader.model)
+    return grading.records(p.reads, answers, p.by_id, reader.model)
 
 
 def _cell(r):
@@ -175,9 +179,9 @@ def test_forced_gold_has_no_recoverable_errors_for_any_deterministic_reader(pipe
 def test_r3_runs_the_control_on_real_records(pipeline):
     reader = evidence_oracle(pipeline.questions, pipeline.hist)
     obs = decompose.observations(_records(pipeline, reader))
-    r3 = analyses.matched_accuracy(analyses.cell_bootstrap(obs, n_boot=200, seed=0), tolerance=0.02)
+    r3 = paper_analyses.matched_accuracy(paper_analyses.cell_bootstrap(obs, n_boot=200, seed=0), tolerance=0.02)
     control = r3[r3["comparison"] == "control"]
-    assert len(control) == len(analyses.R3_POLICIES) * len(pipeline.budgets)  # the paper's 9 at 3 budgets
+    assert len(control) == len(paper_analyses.R3_POLICIES) * len(pipeline.budgets)  # the paper's 9 at 3 budgets
     assert set(control["policy_a"]) == {evict.CONTROL}
     # The control loses at least as much gold as random, so under the oracle its irreversible
     # rate is never below random's on the same questions.

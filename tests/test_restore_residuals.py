@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from memlife.longmem import Question
-from memlife.restore import decompose as d
-from memlife.restore import residuals
+from memlife.restore.analyses import decompose as d
+from memlife.restore.analyses import residuals
 
 Q = {
     # multi-session sum (the paper's cited $185 the weaker reader answers as $65)

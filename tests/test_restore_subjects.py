@@ -8,8 +8,12 @@ import pandas as pd
 import pytest
 
 from memlife import subjects as ref
-from memlife.restore import analyses, answer_judge, arms, controls, decompose, evict, pipeline, prompts
-from memlife.restore import subjects as rsub
+from memlife.restore import pipeline
+from memlife.restore.eviction import evict
+from memlife.restore.reading import arms, prompts
+from memlife.restore.judging import answer_judge
+from memlife.restore.analyses import controls, decompose, paper_analyses
+from memlife.restore.reading import subjects as rsub
 
 HISTORY_TOKENS = 12000  # whole real sessions: at 1,500 the evidence alone fills every history
 NOISE = ref.Noise(miss_base=0.05, miss_slope_per_1k=0.05, miss_cap=0.5, confusion=0.1)
@@ -64,7 +68,7 @@ def test_the_reference_subjects_are_always_decided(grid):
     judge decides every one of their items (notebook 22 shows none UNDECIDED)."""
     for subject in ("gold", "evidence-oracle"):
         rec, _ = controls.read(grid, subject)
-        share = analyses.undecided_share(rec)
+        share = paper_analyses.undecided_share(rec)
         assert share["n_items"].sum() > 0 and (share["n_undecided"] == 0).all(), share
         det = rec[rec["judge"] == arms.DETERMINISTIC_JUDGE]
         assert det["correct"].notna().all() and det["judge_raw"].isin(["CORRECT", "INCORRECT"]).all()
@@ -121,10 +125,10 @@ def test_evidence_oracle_identities(grid):
 
 def test_the_destructive_control_differs_in_every_r3_contrast(grid):
     rec, _ = controls.read(grid, "evidence-oracle")
-    boot = analyses.cell_bootstrap(decompose.observations(rec), n_boot=1000, seed=0)
+    boot = paper_analyses.cell_bootstrap(decompose.observations(rec), n_boot=1000, seed=0)
     # 12 questions: below the default floor of 20 no contrast has an interval or counts as detected
-    assert analyses.matched_accuracy(boot, tolerance=0.02)["few_questions"].all()
-    r3 = analyses.matched_accuracy(boot, tolerance=0.02, min_clusters=5)
+    assert paper_analyses.matched_accuracy(boot, tolerance=0.02)["few_questions"].all()
+    r3 = paper_analyses.matched_accuracy(boot, tolerance=0.02, min_clusters=5)
     ctl = r3[r3["comparison"] == "control"]
     # fifo, random and redundancy at each budget (importance needs a model)
     assert len(ctl) == 3 * len(arms.scaled_budgets(HISTORY_TOKENS))

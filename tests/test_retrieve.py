@@ -4,8 +4,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlife import retrieve
-from memlife.restore import read_context, units
-from memlife.restore.units import Unit
+from memlife.restore.data import units
+from memlife.restore.reading import read_context
+from memlife.restore.data.units import Unit
 
 
 def U(i, text, gold=False, date="2023/01/01 (Sun) 10:00", session="s"):
@@ -110,7 +111,7 @@ def test_subset_scores_are_bm25s_scores_of_an_index_of_the_subset():
     import random
 
     from memlife import longmem
-    from memlife.restore import dataset
+    from memlife.restore.data import dataset
 
     rec = dataset.build_records("reconstructed", n_questions=2, history_tokens=20_000, seed=0)[1]
     q = longmem.to_question(rec)

@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 from memlife import subjects as ref
-from memlife.memops import controls, evaluate, metrics, reading, systems
-from memlife.memops import subjects as msub
+from memlife.memops.systems import answering, baselines, reading
+from memlife.memops.scoring import labels
+from memlife.memops.scoring import metrics
+from memlife.memops.analyses import controls
+from memlife.memops.systems import subjects as msub
 from memlife.memops.build import BuildParams, load_or_build
 
 LIB = str(Path(__file__).resolve().parents[1] / "lib")
@@ -142,7 +145,7 @@ def test_evidence_oracle_answers_exactly_when_every_evidence_turn_is_in_the_cont
 def test_subject_reader_sees_what_the_window_fit_keeps(dataset):
     inst, probe = _probe(dataset)
     history = reading.history_for(inst, "long_context")
-    lc = systems.LongContextSystem(msub.SubjectReader(None, subject="evidence-oracle", context_window=200_000))
+    lc = baselines.LongContextSystem(msub.SubjectReader(None, subject="evidence-oracle", context_window=200_000))
     with pytest.raises(RuntimeError, match="bind"):
         lc.answer(history, probe.question)
     lc.reader.bind(inst, probe, "long_context", "long_context")
@@ -151,7 +154,7 @@ def test_subject_reader_sees_what_the_window_fit_keeps(dataset):
     assert lc.reader.model == "evidence-oracle (reference)"
     # the embedded reader's 8k window drops the front of a 12k-token history: the first segment's
     # evidence goes with it, and the oracle abstains exactly because of that
-    small = systems.LongContextSystem(msub.SubjectReader(None, subject="evidence-oracle"))
+    small = baselines.LongContextSystem(msub.SubjectReader(None, subject="evidence-oracle"))
     small.reader.bind(inst, probe, "long_context", "long_context")
     ans = small.answer(history, probe.question)
     context, dropped = reading.Reader(None).context(reading.format_turns(history.turns()), probe.question)
@@ -213,7 +216,7 @@ def test_gold_is_perfect_and_the_oracles_behave_through_every_model_free_system(
 def test_gold_is_perfect_through_mem0_raw_memories(dataset, tmp_path):
     cfg = controls.ControlsConfig(systems=["mem0"], settings=["adjacent"], mem0_max_instances=2)
     rec = controls.run(dataset, cfg, tmp_path, progress=False)
-    assert len(rec) == 3 * sum(len(i.probes) for i in evaluate.select_instances(dataset, 2))
+    assert len(rec) == 3 * sum(len(i.probes) for i in answering.select_instances(dataset, 2))
     assert rec.loc[rec.subject == "gold (reference)", "perfect"].all()
     assert set(rec["variant"]) == {"raw (infer=False)"}
     oracle = rec[rec.subject == "evidence-oracle (reference)"]
@@ -224,17 +227,18 @@ def test_gold_is_perfect_through_mem0_raw_memories(dataset, tmp_path):
 
 def test_evaluate_runs_a_subject_in_the_readers_place(dataset, tmp_path):
     inst = dataset[:2]
-    cfg = evaluate.EvalConfig(systems=["long_context", "bm25_session"], settings=["adjacent"], judge=False,
+    cfg = answering.EvalConfig(systems=["long_context", "bm25_session"], settings=["adjacent"], judge=False,
                               subject="gold")
-    rec = evaluate.run(inst, cfg, tmp_path, reader_client=None, progress=False)
+    rec = labels.run(answering.run(inst, cfg, tmp_path, reader_client=None, progress=False), inst, cfg, tmp_path,
+                     progress=False)
     assert len(rec) == 2 * sum(len(i.probes) for i in inst)
     assert set(rec["reader"]) == {"gold (reference)"} and (rec["accuracy"] == True).all()  # noqa: E712
-    key = evaluate.run_key(cfg, "gold (reference)")
-    assert key != evaluate.run_key(evaluate.EvalConfig(subject="evidence-oracle"), "gold (reference)")
-    model_key = evaluate.run_key(evaluate.EvalConfig(), "m")
-    assert model_key == evaluate.run_key(evaluate.EvalConfig(subject=""), "m")
+    key = answering.run_key(cfg, "gold (reference)")
+    assert key != answering.run_key(answering.EvalConfig(subject="evidence-oracle"), "gold (reference)")
+    model_key = answering.run_key(answering.EvalConfig(), "m")
+    assert model_key == answering.run_key(answering.EvalConfig(subject=""), "m")
     with pytest.raises(ValueError, match="model-free"):
-        evaluate.run(inst, evaluate.EvalConfig(systems=["memos"], settings=["adjacent"], subject="gold", judge=False),
+        answering.run(inst, answering.EvalConfig(systems=["memos"], settings=["adjacent"], subject="gold", judge=False),
                      tmp_path, reader_client=None, progress=False)
 
 

@@ -35,11 +35,19 @@ PLACE_TEXT = {
     "base": "paths, profiles, progress, parallelism, tables and figures, plug-ins",
     "models": "model access: endpoints, client, cache, recordings, spending, Batch API, server, proxy, tokens",
     "science": "shared science: stats, reference subjects, BM25, the papers' values, LongMemEval files",
-    "memops": "MemOps: build, systems, evaluation, scoring",
-    "restore": "restore audit: data, eviction, reads, decomposition, analyses",
+    "memops": "MemOps, by stage: data, systems, scoring, analyses",
+    "restore": "restore audit, by stage: data, eviction, reading, judging, analyses",
     "running": "runner, estimate, pilot, batch, publish",
 }
 MAX_LINES = 650  # "about 600": a module past this is split by concern
+
+# Inside each track, its stages in the order a record flows through them: a stage's module may
+# import its own stage and the stages before it. A module at the top of a track (its command
+# line, the whole run) runs the stages in order and may import every one; no stage imports it.
+STAGES: dict[str, tuple[str, ...]] = {
+    "memops": ("data", "systems", "scoring", "analyses"),
+    "restore": ("data", "eviction", "reading", "judging", "analyses"),
+}
 
 
 def modules() -> dict[str, Path]:
@@ -61,6 +69,29 @@ def place(module: str) -> str | None:
     if parts[1] in SUBPACKAGES:
         return parts[1]
     return "science"
+
+
+def stage(module: str) -> str | None:
+    """The stage of a track's module ("memlife.memops.scoring.metrics" -> "scoring"); None for a
+    module outside the tracks or at a track's top."""
+    parts = module.split(".")
+    if len(parts) >= 4 and parts[1] in STAGES and parts[2] in STAGES[parts[1]]:
+        return parts[2]
+    return None
+
+
+def _stage_problem(mod: str, dep: str) -> str | None:
+    """What is wrong with `mod` importing `dep` within one track, if anything."""
+    track = mod.split(".")[1]
+    a, b = stage(mod), stage(dep)
+    if a is None:  # the track's top: its command line and the whole run import any stage
+        return None
+    if b is None:
+        return f"{mod} (stage {a}) imports {dep}, the top of {track}: a stage never imports what runs it"
+    order = STAGES[track]
+    if order.index(b) > order.index(a):
+        return f"{mod} (stage {a}) imports {dep} (stage {b}): a later stage"
+    return None
 
 
 def imports() -> dict[str, set[str]]:
@@ -109,6 +140,8 @@ def problems(graph: dict[str, set[str]] | None = None) -> list[str]:
             elif a != b and _rank(b) >= _rank(a):
                 out.append(f"{mod} ({a}) imports {dep} ({b}): "
                            + ("the two tracks do not import each other" if _rank(b) == _rank(a) else "an upward import"))
+            elif a == b and a in STAGES and dep != f"memlife.{a}" and _stage_problem(mod, dep):
+                out.append(_stage_problem(mod, dep))
     try:
         tuple(TopologicalSorter(graph).static_order())
     except CycleError as exc:
@@ -144,6 +177,13 @@ def diagram(graph: dict[str, set[str]] | None = None) -> str:
     for layer in reversed(LAYERS):
         for p in layer:
             mods = ", ".join(sorted(x for x in by_place.get(p, []) if x not in SUBPACKAGES and x != "__main__"))
+            if p in STAGES:  # a track: its stages in order, each with its modules
+                in_stage = {s: sorted(m.rpartition(".")[2] for m in graph if stage(m) == s and m.startswith(f"memlife.{p}."))
+                            for s in STAGES[p]}
+                top = sorted(m.rpartition(".")[2] for m in graph if m.startswith(f"memlife.{p}.") and stage(m) is None
+                             and m.rpartition(".")[2] not in STAGES[p] + ("__main__",))
+                mods = "<br/>".join([f"{i}. {s}: {', '.join(x for x in in_stage[s] if x != s)}"
+                                     for i, s in enumerate(STAGES[p], 1)] + ([f"top: {', '.join(top)}"] if top else []))
             title = "memlife (top level)" if p == "science" else f"memlife.{p}"
             lines.append(f'    {p}["<b>{title}</b><br/>{PLACE_TEXT[p]}<br/><small>{mods}</small>"]')
     for (a, b), n in sorted(place_edges(graph).items(), key=lambda e: (_rank(e[0][0]), e[0])):

@@ -12,7 +12,7 @@ Two files of the LongMemEval benchmark (Wu et al., ICLR 2025, MIT licence) are u
   (``source: reconstructed``) rebuilds S-like haystacks from it (:mod:`memlife.reconstruct`).
 
 Which file a profile reads, building the reconstructed one and its statistics are the restore
-track's (:mod:`memlife.restore.dataset`); the records' shape, the loader and the validator are
+track's (:mod:`memlife.restore.data.dataset`); the records' shape, the loader and the validator are
 shared: both tracks read LongMemEval sessions.
 """
 from __future__ import annotations

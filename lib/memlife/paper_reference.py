@@ -119,7 +119,7 @@ _R1_FG = "1.00 is the forced-gold two-bin share across all 12 evicting/control c
 _DATA = ("LongMemEval-S contains approximately 102k-token multi-session histories, 470 evidence-labeled "
          "questions, and excludes abstention questions.")
 
-# The paper's policies by the names memlife.restore.evict gives them (a test holds them equal): the
+# The paper's policies by the names memlife.restore.eviction.evict gives them (a test holds them equal): the
 # paper's values are written down here without importing the track that measures them.
 PAPER_EVICTING_POLICIES = ("fifo", "random", "redundancy", "importance")
 NO_EVICT = "no_evict"

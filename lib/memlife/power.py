@@ -2,7 +2,7 @@
 own statistics.
 
 The two tracks simulate runs in their records' shape at the papers' effect sizes
-(`memlife.memops.power`, `memlife.restore.power`) and analyse each with the code their notebooks
+(`memlife.memops.analyses.power`, `memlife.restore.analyses.power`) and analyse each with the code their notebooks
 use; this module holds what they share, and the closed forms the simulation is checked against:
 
 - `latent_uniforms`: correlated uniforms from a latent Gaussian model: an outcome is ``u < p``, so

@@ -24,7 +24,7 @@ from a dataset hub, out of reach offline; the oracle file travels inside the PyP
   it, keeping its chronological order, and the filler dated around it so that the whole history is
   chronological (:func:`_filler_dates`).
 
-What differs from S, measured by ``python -m memlife.restore.dataset stats``: S's other users'
+What differs from S, measured by ``python -m memlife.restore.data.dataset stats``: S's other users'
 sessions are its own simulated ones, ours the other questions' evidence sessions, so their topics
 recur across histories (940 sessions shared by 470 histories); S's task chat is ShareGPT and
 UltraChat, ours ShareGPT alone (no registry ships UltraChat), drawn from the 17,671 conversations
@@ -53,7 +53,7 @@ S_HISTORY_TOKENS = 102_000
 # real S histories (ids only: `sharegpt_<id>` and `ultrachat_<n>` are task chat, `answer_*` this
 # question's evidence, the rest other simulated users' sessions): ~43% other users', ~55% task
 # chat, ~2% evidence, 44-56 sessions a history (median ~50), task chat ~1.5k tokens a session.
-# With the S file downloaded, `python -m memlife.restore.dataset stats` counts them on S itself.
+# With the S file downloaded, `python -m memlife.restore.data.dataset stats` counts them on S itself.
 S_SHAPE = {"sessions_per_history": {"median": 50, "min": 44, "max": 56},
            "session_share": {"other_users": 0.43, "task_chat": 0.55, "evidence": 0.02},
            "task_chat_tokens_per_session": 1500}

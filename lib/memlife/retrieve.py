@@ -8,8 +8,8 @@ any subset of its documents as an index of that subset alone would (`subset_scor
 audit's IDF is computed over what survived eviction). Documents are ranked by score, ties broken
 by recency (newer first) (`best_first`), so documents with no query term rank newest first.
 
-What each track builds on it: :mod:`memlife.restore.read_context` (the restore audit's regimes
-and contexts) and :class:`memlife.memops.systems.BM25System`.
+What each track builds on it: :mod:`memlife.restore.reading.read_context` (the restore audit's regimes
+and contexts) and :class:`memlife.memops.systems.baselines.BM25System`.
 """
 from __future__ import annotations
 

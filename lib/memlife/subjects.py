@@ -2,8 +2,8 @@
 
 What both tracks share lives here: the names and how they are labelled, the seeded per-item draw,
 the planted-noise parameters, and the coverage check of planted rates. What a subject replies is
-track-specific (`memlife.memops.subjects` for MemOps,
-`memlife.restore.subjects` for the restore audit).
+track-specific (`memlife.memops.systems.subjects` for MemOps,
+`memlife.restore.reading.subjects` for the restore audit).
 
 * `gold` — always the item's gold response;
 * `evidence-oracle` — the gold response exactly when all the evidence the item needs is in the

@@ -25,10 +25,11 @@ import sys
 from collections import namedtuple  # loaded by the interpreter already; dataclasses is not, and costs 6 ms
 
 LAYOUT = "CHANGELOG.md, the layout of 2026-12-03"
+STAGES = "CHANGELOG.md, the tracks by stage of 2026-12-06"
 
 # now: where its code is now (modules); command: the command line that does its job now ("" where
 # it had none); was: its old command line, as one typed it.
-Move = namedtuple("Move", "now command was", defaults=("", ""))
+Move = namedtuple("Move", "now command was when", defaults=("", "", LAYOUT))
 
 
 # Old module -> where it went. Every module of CHANGELOG.md's layout table that no longer exists,
@@ -62,13 +63,62 @@ MOVED: dict[str, Move] = {
     "memlife.estimate": Move("memlife.running.estimate", "python -m memlife.running.estimate",
                              "python -m memlife.estimate --profile quick"),
     "memlife.executed": Move("memlife.running.executed"),
-    "memlife.evict": Move("memlife.restore.evict"),
-    "memlife.units": Move("memlife.restore.units"),
-    "memlife.corpus": Move("memlife.memops.corpus"),
+    "memlife.evict": Move("memlife.restore.eviction.evict"),
+    "memlife.units": Move("memlife.restore.data.units"),
+    "memlife.corpus": Move("memlife.memops.data.corpus"),
     # The loader stays; the profile's data set and the command line went.
-    "memlife.longmem": Move("memlife.restore.dataset (dataset_path, load_dataset, build_records, stats)",
-                            "python -m memlife.restore.dataset validate FILE",
+    "memlife.longmem": Move("memlife.restore.data.dataset (dataset_path, load_dataset, build_records, stats)",
+                            "python -m memlife.restore.data.dataset validate FILE",
                             "python -m memlife.longmem validate FILE"),
+    # The tracks by stage (2026-12-06): every module of a track moved into its stage.
+    "memlife.memops.schema": Move("memlife.memops.data.schema (and REPLY_ALPHABET, outside_reply_alphabet, mentions)", when=STAGES),
+    "memlife.memops.response": Move("memlife.memops.data.response (and, formerly the scorer's, gold_response, "
+                                    "gold_operations, applicable_labels, leakage_applies, stale_applies, reflect_applies)", when=STAGES),
+    "memlife.memops.backgrounds": Move("memlife.memops.data.backgrounds", when=STAGES),
+    "memlife.memops.plan": Move("memlife.memops.data.plan", when=STAGES),
+    "memlife.memops.phrase_banks": Move("memlife.memops.data.phrase_banks", when=STAGES),
+    "memlife.memops.realize": Move("memlife.memops.data.realize", when=STAGES),
+    "memlife.memops.corpus": Move("memlife.memops.data.corpus", when=STAGES),
+    "memlife.memops.longctx": Move("memlife.memops.data.longctx", when=STAGES),
+    "memlife.memops.gates": Move("memlife.memops.data.gates (check and check_raw take the scorer's gold_failures)", when=STAGES),
+    "memlife.memops.describe": Move("memlife.memops.data.describe", when=STAGES),
+    "memlife.memops.reading": Move("memlife.memops.systems.reading", when=STAGES),
+    "memlife.memops.managed": Move("memlife.memops.systems.managed", when=STAGES),
+    "memlife.memops.memos_worker": Move("memlife.memops.systems.memos_worker", when=STAGES),
+    "memlife.memops.temp_lora": Move("memlife.memops.systems.temp_lora", when=STAGES),
+    "memlife.memops.registry": Move("memlife.memops.systems.registry", when=STAGES),
+    "memlife.memops.subjects": Move("memlife.memops.systems.subjects", when=STAGES),
+    "memlife.memops.stance": Move("memlife.memops.scoring.stance (mentions: memlife.memops.data.schema)", when=STAGES),
+    "memlife.memops.metrics": Move("memlife.memops.scoring.metrics (gold_response, gold_operations, applicable_labels and the *_applies: memlife.memops.data.response)", when=STAGES),
+    "memlife.memops.judging": Move("memlife.memops.scoring.judging", when=STAGES),
+    "memlife.memops.paraphrase": Move("memlife.memops.scoring.paraphrase", when=STAGES),
+    "memlife.memops.aggregate": Move("memlife.memops.analyses.aggregate", when=STAGES),
+    "memlife.memops.figures": Move("memlife.memops.analyses.figures", when=STAGES),
+    "memlife.memops.controls": Move("memlife.memops.analyses.controls", when=STAGES),
+    "memlife.memops.power": Move("memlife.memops.analyses.power", when=STAGES),
+    "memlife.restore.units": Move("memlife.restore.data.units", when=STAGES),
+    "memlife.restore.evict": Move("memlife.restore.eviction.evict (the importance prompt: memlife.restore.eviction.importance)", when=STAGES),
+    "memlife.restore.read_context": Move("memlife.restore.reading.read_context", when=STAGES),
+    "memlife.restore.prompts": Move("memlife.restore.reading.prompts (the importance prompt: memlife.restore.eviction.importance)", when=STAGES),
+    "memlife.restore.arms": Move("memlife.restore.reading.arms (plan_question, plan_grid, check_reads too) and memlife.restore.judging.grading (records, to_frame, combine, write_records, judge_all, judge_audit, audit_sample, RECORD_COLUMNS)", when=STAGES),
+    "memlife.restore.answer_text": Move("memlife.restore.judging.answer_text", when=STAGES),
+    "memlife.restore.answer_judge": Move("memlife.restore.judging.answer_judge", when=STAGES),
+    "memlife.restore.decompose": Move("memlife.restore.analyses.decompose (ARMS: memlife.restore.reading.arms; DETERMINISTIC_JUDGE, AUDIT_JUDGE_PREFIX, records_dir, reader_records_path: memlife.restore.judging.grading)", when=STAGES),
+    "memlife.restore.paper_tables": Move("memlife.restore.analyses.paper_tables", when=STAGES),
+    "memlife.restore.residuals": Move("memlife.restore.analyses.residuals", when=STAGES),
+    "memlife.restore.figures": Move("memlife.restore.analyses.figures", when=STAGES),
+    "memlife.restore.controls": Move("memlife.restore.analyses.controls", when=STAGES),
+    "memlife.restore.power": Move("memlife.restore.analyses.power", when=STAGES),
+    "memlife.restore.subjects": Move("memlife.restore.reading.subjects", when=STAGES),
+    "memlife.memops.kits": Move("memlife.memops.data.kits", "python -m memlife.memops.data.kits",
+                                "python -m memlife.memops.kits", STAGES),
+    "memlife.memops.evaluate": Move("memlife.memops.systems.answering (answering: run, EvalConfig, run_key, the selection, "
+                                    "the journal) and memlife.memops.scoring.labels (scoring and judging: run, rescore, "
+                                    "wants_judge, judge_reply)",
+                                    "python -m memlife.memops evaluate --instances FILE --out DIR",
+                                    "python -m memlife.memops.evaluate --instances FILE --out DIR", STAGES),
+    "memlife.restore.dataset": Move("memlife.restore.data.dataset", "python -m memlife.restore.data.dataset validate FILE",
+                                    "python -m memlife.restore.dataset validate FILE", STAGES),
 }
 
 
@@ -78,8 +128,23 @@ def message(old: str) -> str:
     if move.command:
         module = move.command.split()[2]  # "python -m <module> ..."
         return (f"the command line of {old} moved: use `{move.command}` (`python -m {module} --help` for its "
-                f"other commands; its code: {move.now}; {LAYOUT})")
-    return f"{old} moved to {move.now} ({LAYOUT})"
+                f"other commands; its code: {move.now}; {move.when})")
+    return f"{old} moved to {move.now} ({move.when})"
+
+
+# Stages that bear the name of a module that was there until 2026-12-06, and where that module went.
+FORMER_MODULES = {
+    "memlife.memops.systems": "memlife.memops.systems.baselines",
+    "memlife.memops.analyses": "memlife.memops.analyses.paper_analyses",
+    "memlife.restore.analyses": "memlife.restore.analyses.paper_analyses",
+}
+
+
+def former_module_attribute(package: str, name: str) -> AttributeError:
+    """The error for a name asked of a stage that was a module (`from memlife.memops.systems import
+    SYSTEMS`): the stage's ``__getattr__`` raises it, naming where the old module went."""
+    return AttributeError(f"module {package!r} has no attribute {name!r}: {package} is a stage since the tracks "
+                          f"by stage ({STAGES}); the module that was here is {FORMER_MODULES[package]}")
 
 
 def refuse(old: str) -> int:

@@ -2,7 +2,7 @@
 
 A profile lists memory systems (notebook 12's ``systems``) and eviction policies (notebook 21's
 ``policies``) by name. A built-in name is looked up in its registry
-(:func:`memlife.memops.registry.registered_systems`, :func:`memlife.restore.evict.registered_policies`);
+(:func:`memlife.memops.systems.registry.registered_systems`, :func:`memlife.restore.eviction.evict.registered_policies`);
 a name with a colon, ``mymodule:MyMemory``, is imported: ``mymodule`` from the project root or
 anywhere on PYTHONPATH, then its attribute ``MyMemory``. Every failure names the profile key it
 came from and, where one is near, the name that was probably meant (:func:`config.did_you_mean`),

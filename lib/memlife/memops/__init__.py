@@ -1,21 +1,17 @@
-"""The MemOps track: building the benchmark, running memory systems on it, and scoring them.
+"""The MemOps track, in the order a record flows through it: the benchmark's data, the memory
+systems that answer its probes, the scoring of their replies, the analyses of the labels.
 
-Building (notebooks 10-11): `kits` (topic kits) -> `backgrounds` (stage 1) -> `plan` (gold
-operation plans, probes) -> `realize` (dialogue, from the `phrase_banks`) -> `gates` (quality
-gates, regeneration) -> `longctx` (long histories, with `corpus` dialogues as filler) -> `build`
-(the whole pipeline) and `describe` (Table 2, Figures 4-5); `schema` is the instance format.
+- `memlife.memops.data` — building the benchmark (notebooks 10-11): instances, their probes and gold.
+- `memlife.memops.systems` — the memory systems and the answering step: instances -> replies (notebook 12).
+- `memlife.memops.scoring` — the scorer and the judge: replies -> labels (notebook 12).
+- `memlife.memops.analyses` — labels -> the paper's tables and figures, the reference subjects'
+  checks of the instrument, power (notebooks 01, 13, 14).
 
-Running (notebook 12): `registry` names the systems; `systems` (long context, BM25 over turns
-or sessions, stores), `managed` (Mem0, MemOS via `memos_worker`) and `temp_lora`; `reading` is
-the reader they share and `response` the reply every system returns; `evaluate` makes the
-resumable per-probe records.
+`build` runs the data stage's steps in order with the scorer's gold check among the gates (the
+benchmark's build, notebooks 10-11); `__main__` is the track's command line (build, validate,
+describe, score a responses file, evaluate).
 
-Scoring (notebooks 12-14): `stance` reads a reply's values, `metrics` assigns the paper's labels,
-`judging` is the LLM judge, `aggregate` builds the tables, `analyses` and `figures` the
-statistics and plots, `paraphrase` the scorer's error rate on unseen wording; `subjects` and
-`controls` are the reference subjects that check the instrument (notebook 14); `power` simulates
-runs at the paper's rates for the power of each claim (notebook 01).
-
-Imports: `memlife.base`, `memlife.models` and the shared science at the top of the package;
-never `memlife.restore` or `memlife.running`.
+Imports: `memlife.base`, `memlife.models` and the shared science at the top of the package; never
+`memlife.restore` or `memlife.running`. Each stage imports only the stages before it; only
+`build` and `__main__` import more than one stage (tests/test_layout.py holds this).
 """

@@ -5,6 +5,7 @@
     python -m memlife.memops validate data/quick/memops/instances.jsonl
     python -m memlife.memops score data/quick/memops/instances.jsonl replies.jsonl --out labels.jsonl
     python -m memlife.memops describe data/paper/memops/instances.jsonl
+    python -m memlife.memops evaluate --instances data/quick/memops/instances.jsonl --out DIR --systems bm25_turn
 
 `build` plans, realizes, gates and embeds the profile's dataset (configs/<profile>.yaml,
 section notebooks.10_memops_build) and writes instances.jsonl, gate_log.json, manifest.json.
@@ -19,6 +20,9 @@ and field.
 `describe` prints Table 2's statistics of a built instances file as one JSON object
 (tokens_adjacent_mean, tokens_long_context_mean, tokens_long_context_max, conversations,
 probes, ...; the quality-control rows from the gate_log.json beside it, null without one).
+`evaluate` answers the probes with the systems (`memlife.memops.systems.answering`) and labels the
+replies with the scorer (`memlife.memops.scoring.labels`, no LLM judge), writing DIR/records.parquet
+as notebook 12 does; for scripted runs and tests.
 """
 from __future__ import annotations
 
@@ -53,7 +57,22 @@ def main(argv: list[str] | None = None) -> int:
     sc.add_argument("--out", type=Path, required=True, help="JSONL labels, one line per id")
     d = sub.add_parser("describe", help="print Table 2's statistics of a built file as one JSON object")
     d.add_argument("file", type=Path, help="instances.jsonl written by build")
+    e = sub.add_parser("evaluate", help="answer probes with memory systems and score the replies")
+    e.add_argument("--instances", required=True, type=Path)
+    e.add_argument("--out", required=True, type=Path)
+    e.add_argument("--systems", help="comma-separated (default: the paper's six)")
+    e.add_argument("--settings", help="comma-separated (default: adjacent,long_context)")
+    e.add_argument("--max-instances", type=int)
+    e.add_argument("--max-probes", type=int)
+    e.add_argument("--top-k-memories", type=int, default=10)
+    e.add_argument("--mem0-infer", choices=("auto", "yes", "no"), default="auto")
+    e.add_argument("--extract-max-tokens", type=int, default=384)
+    e.add_argument("--reader-max-tokens", type=int, default=None,
+                   help="the reader's token cap (default: the longest reply its grammar admits)")
     args = ap.parse_args(argv)
+
+    if args.cmd == "evaluate":
+        return _evaluate(args)
 
     if args.cmd == "score":
         return _score(args)
@@ -105,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 def _unreadable(path: Path) -> str | None:
     """Why a JSONL file cannot be checked at all (bytes that are not UTF-8, no line), else None:
     an empty file would otherwise pass every gate."""
-    from memlife.memops.schema import InstanceFileError, jsonl_lines
+    from memlife.memops.data.schema import InstanceFileError, jsonl_lines
 
     try:
         lines = jsonl_lines(path)
@@ -117,8 +136,8 @@ def _unreadable(path: Path) -> str | None:
 def _describe(args) -> int:
     import json
 
-    from memlife.memops.describe import describe_file
-    from memlife.memops.schema import InstanceFileError
+    from memlife.memops.data.describe import describe_file
+    from memlife.memops.data.schema import InstanceFileError
 
     if not args.file.is_file():
         print(f"{args.file}: no such file", file=sys.stderr)
@@ -133,8 +152,8 @@ def _describe(args) -> int:
 
 
 def _score(args) -> int:
-    from memlife.memops.metrics import ResponsesFileError, score_file
-    from memlife.memops.schema import InstanceFileError
+    from memlife.memops.scoring.metrics import ResponsesFileError, score_file
+    from memlife.memops.data.schema import InstanceFileError
 
     for path in (args.instances, args.responses):
         if not path.is_file():
@@ -155,6 +174,26 @@ def _score(args) -> int:
     bad = sum(r["malformed"] for r in rows)
     print(f"{args.out}: {n} replies scored; accuracy {acc:.3f}; {bad} malformed; "
           f"{n - len(decided)} with accuracy undecided")
+    return 0
+
+
+def _evaluate(args) -> int:
+    import json
+
+    from memlife.memops.data.schema import load_instances
+    from memlife.memops.scoring import labels
+    from memlife.memops.systems import answering, baselines, reading
+
+    cfg = answering.EvalConfig(
+        systems=(args.systems or ",".join(baselines.SYSTEMS)).split(","),
+        settings=(args.settings or ",".join(reading.SETTINGS)).split(","),
+        max_instances=args.max_instances, max_probes=args.max_probes, top_k_memories=args.top_k_memories,
+        judge=False, extract_max_tokens=args.extract_max_tokens, reader_max_tokens=args.reader_max_tokens,
+        mem0_infer={"auto": None, "yes": True, "no": False}[args.mem0_infer])
+    instances = load_instances(args.instances)
+    replies = answering.run(instances, cfg, args.out, progress=False)
+    records = labels.run(replies, instances, cfg, args.out, progress=False)
+    print(json.dumps({"records": len(records)}))
     return 0
 
 

@@ -1,4 +1,8 @@
-"""The whole pipeline for one profile: plan -> realize -> gate (with regeneration) -> embed.
+"""The benchmark's build for one profile: plan -> realize -> gate (with regeneration) -> embed.
+
+It runs the data stage's steps in order, with the scorer's check that every probe's gold reply
+scores perfect among the gates (`memlife.memops.scoring.metrics.gold_failures`): the one module
+of the track, besides its command line, that imports more than one stage.
 
 Writes `instances.jsonl` (one canonical line per retained instance, in plan order),
 `gate_log.json` (every failed attempt with its reasons; the retention statistics) and
@@ -14,9 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from memlife.base.progress import bar as progress_bar
-from memlife.memops import gates, longctx, realize
-from memlife.memops.plan import PlanParams, plan
-from memlife.memops.schema import Instance, dumps
+from memlife.memops.data import gates, longctx, realize
+from memlife.memops.data.plan import PlanParams, plan
+from memlife.memops.data.schema import Instance, dumps
+from memlife.memops.scoring.metrics import gold_failures
 
 NOTEBOOK = "10_memops_build"
 
@@ -88,7 +93,8 @@ def build(params: BuildParams, out_dir: Path | None = None, progress: bool = Tru
             target = longctx.target_tokens(params.longctx_tokens, params.longctx_spread, params.seed, inst.instance_id)
             return longctx.embed(inst, target, params.seed, filler_path=params.filler_path)
         own = gates.GateLog()  # merged in plan order below, so the log does not depend on timing
-        return gates.generate_with_gates(attempt, cp.instance_id, own, params.max_attempts, verify), own
+        return gates.generate_with_gates(attempt, cp.instance_id, own, params.max_attempts, verify,
+                                         gold_failures=gold_failures), own
 
     # An LLM generator taking parallel calls writes several conversations at once; the dataset and
     # its gate log are the same as one at a time.
@@ -162,7 +168,7 @@ def validate_file(path: Path) -> list[tuple[str, list[str]]]:
             except json.JSONDecodeError as exc:
                 bad.append((f"{path}:{lineno}", [f"[schema] not valid JSON: {exc.msg}"]))
                 continue
-            _, failures = gates.check_raw(obj)
+            _, failures = gates.check_raw(obj, gold_failures)
             if failures:
                 iid = obj.get("instance_id", f"{path}:{lineno}") if isinstance(obj, dict) else f"{path}:{lineno}"
                 bad.append((str(iid), [str(f) for f in failures]))
@@ -173,7 +179,7 @@ def load_or_build(params: BuildParams, out_dir: Path, progress: bool = True) -> 
     """The dataset `params` describes: read from `out_dir` when its manifest records these very
     parameters and its instances file still has the recorded SHA-256, else built there afresh.
     The build is deterministic, so reading is the same as rebuilding, minus the time."""
-    from memlife.memops.schema import load_instances
+    from memlife.memops.data.schema import load_instances
 
     out = Path(out_dir)
     manifest, instances = out / "manifest.json", out / "instances.jsonl"

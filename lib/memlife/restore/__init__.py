@@ -1,19 +1,17 @@
-"""The restore track: what eviction under a token budget destroys, versus what retrieval misses,
-versus what the reader fails to use (the restore-counterfactual audit).
+"""The restore track (the restore-counterfactual audit: what eviction under a token budget
+destroys, versus what retrieval misses, versus what the reader fails to use), in the order a
+record flows through it:
 
-Data (notebook 20): `dataset` (which LongMemEval file a profile reads, building it) and `units`
-(a history as memory units with their gold).
-Eviction and reading (notebooks 21-22): `evict` (the token-budgeted store and its policies),
-`read_context` (ranking what survived, the regimes, the contexts), `prompts` (reader, judge and
-importance prompts reconstructed from the paper's Appendix D), `arms` (policy, restore and clean
-full-gold arms, the ablation arms, the records), `answer_judge` with `answer_text` (the offline
-grader of LongMemEval answers), `pipeline` (notebooks 20-22 as library calls, the ``run`` command).
-Analysis (notebooks 23-25): `decompose` (irreversible / recoverable / residual), `analyses`
-(R1-R4, resolution, ablations, small-sample marks), `paper_tables` (the paper's figures beside
-ours), `residuals` (R4's causes), `figures`; `subjects` and `controls` are the reference subjects
-that check the instrument (notebook 25); `power` simulates runs at the paper's effect sizes for the
-power of each claim (notebook 01).
+- `memlife.restore.data` — which LongMemEval file a profile reads, histories as units (notebook 20).
+- `memlife.restore.eviction` — the token-budgeted store and its policies (notebook 21).
+- `memlife.restore.reading` — ranking what survived, the arms' contexts, the readers (notebook 22).
+- `memlife.restore.judging` — the replies graded, the per-question records (notebook 22).
+- `memlife.restore.analyses` — decomposition, the paper's analyses, controls, power (notebooks 01, 23-25).
 
-Imports: `memlife.base`, `memlife.models` and the shared science at the top of the package;
-never `memlife.memops` or `memlife.running`.
+`pipeline` runs the stages in order (notebooks 20-22 as library calls, the ``run`` command) and
+`__main__` is the track's command line.
+
+Imports: `memlife.base`, `memlife.models` and the shared science at the top of the package; never
+`memlife.memops` or `memlife.running`. Each stage imports only the stages before it; only
+`pipeline` and `__main__` import every stage (tests/test_layout.py holds this).
 """

@@ -6,7 +6,7 @@
   profile, writing DIR/records/<reader>.parquet (memlife.restore.pipeline); a second reader's
   run into the same DIR adds its file beside the first.
 - `python -m memlife.restore judge-cases FILE [--oracle JSON]`: the deterministic judge's error
-  rates per question type on hand-graded cases (memlife.restore.answer_judge), as a markdown table.
+  rates per question type on hand-graded cases (memlife.restore.judging.answer_judge), as a markdown table.
 
 Exit status: 0 done; 2 bad input (unknown reader or profile, records or data file missing or
 malformed), before any model call where it can be known up front; 1 a model call that failed.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memlife.restore.decompose import RecordsError, decompose_file
+from memlife.restore.analyses.decompose import RecordsError, decompose_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _judge_cases(args) -> int:
-    from memlife.restore import answer_judge
+    from memlife.restore.judging import answer_judge
 
     try:
         table = answer_judge.error_rates(answer_judge.load_cases(args.cases, args.oracle))

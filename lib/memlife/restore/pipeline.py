@@ -4,7 +4,7 @@ records; what ``python -m memlife.restore run --profile P --reader NAME --out DI
 The parameters are the profile's sections of 20_longmem_data, 21_eviction and 22_read_restore
 (:func:`params`, through :mod:`memlife.base.config`), so the command and ``make`` run the same
 experiment. Two parameters of 22_read_restore are optional, default off:
-``ablation_arms`` (the restore-tightness arms, :func:`memlife.restore.arms.build_reads`) and
+``ablation_arms`` (the restore-tightness arms, :func:`memlife.restore.reading.arms.build_reads`) and
 ``judge_audit_items`` (how many graded items the ``judge_audit`` role re-grades).
 
 Readers are picked by name (:data:`READERS`): ``llm`` is the profile's ``reader`` role (the
@@ -12,7 +12,7 @@ embedded model unless an endpoint is configured). A reader is any object with a 
 attribute (the name the records' ``reader`` column carries) and
 ``complete_many(requests, desc=...)`` returning objects with ``.text`` in request order, each
 request holding the reader prompt's ``messages``. The reference subjects of docs/design.md (``gold``,
-``evidence-oracle``, ``noisy-oracle``; :mod:`memlife.restore.subjects`) are further entries of
+``evidence-oracle``, ``noisy-oracle``; :mod:`memlife.restore.reading.subjects`) are further entries of
 :data:`READERS`: no model reads, and the records' ``reader`` is the subject's label
 ("gold (reference)"). The importance policy still asks the ``scorer`` role for its scores.
 """
@@ -29,9 +29,11 @@ from memlife import subjects as ref
 from memlife.base import config
 from memlife.longmem import Question
 from memlife.models import endpoints, llm, tokens
-from memlife.restore import arms, dataset, evict, prompts, subjects, units
-from memlife.restore.evict import Eviction
-from memlife.restore.units import Unit
+from memlife.restore.data import dataset, units
+from memlife.restore.eviction import evict
+from memlife.restore.judging import grading
+from memlife.restore.reading import arms, prompts, subjects
+from memlife.restore.data.units import Unit
 
 NOTEBOOKS = ("20_longmem_data", "21_eviction", "22_read_restore")
 
@@ -108,34 +110,6 @@ def load_questions(p: Params) -> list[Question]:
         task_chat_share=p.task_chat_share)]
 
 
-def plan_question(q: Question, evictions: Sequence[Eviction], *, k: int, restore_cap: int,
-                  ablation_arms: bool = False, history: Sequence[Unit] | None = None) -> list[arms.Read]:
-    """Every read of one question (``history``: its units, if already at hand)."""
-    return arms.build_reads(q, units.units_of(q) if history is None else history, evictions, k=k,
-                            restore_cap=restore_cap, ablations=ablation_arms)
-
-
-def _plan_question_job(job: tuple) -> list[arms.Read]:
-    q, evictions, k, restore_cap, ablation_arms = job
-    return plan_question(q, evictions, k=k, restore_cap=restore_cap, ablation_arms=ablation_arms)
-
-
-def plan_grid(questions: Sequence[Question], evictions: Sequence[Eviction], *, k: int, restore_cap: int,
-              ablation_arms: bool = False, workers: int | None = 1) -> tuple[list[arms.Read], arms.ReadPlan]:
-    """Every read of the grid (notebook 22's first code cell) and its deduplicated plan. ``workers``
-    processes share the questions (None: every core; :mod:`memlife.base.parallel`), each sent its own
-    question and evictions; the reads are the same, in the same order, for any number."""
-    from memlife.base import parallel
-
-    by_q: dict[str, list[Eviction]] = {}
-    for e in evictions:
-        by_q.setdefault(e.question_id, []).append(e)
-    jobs = [(q, by_q.get(q.question_id, []), k, restore_cap, ablation_arms) for q in questions]
-    reads = [r for rs in parallel.map_ordered(_plan_question_job, jobs, workers=workers, desc="questions retrieved") for r in rs]
-    return reads, arms.plan_reads(reads)
-
-
-
 def reread_run(profile: str, subject: str, *, seed: int = 0, ablation_arms: bool = True) -> pd.DataFrame | None:
     """Notebook 22's grid of a profile's run read again by a reference subject (`ref.SUBJECTS`;
     no model call): the same questions (notebook 20's file), evictions (notebook 21's), k and
@@ -154,48 +128,10 @@ def reread_run(profile: str, subject: str, *, seed: int = 0, ablation_arms: bool
         return None
     questions = dataset.load_dataset(profile, source)
     histories = {q.question_id: units.units_of(q) for q in questions}
-    reads, plan = plan_grid(questions, evict.from_frame(pd.read_parquet(evictions_path)), k=int(p22["k"]),
+    reads, plan = arms.plan_grid(questions, evict.from_frame(pd.read_parquet(evictions_path)), k=int(p22["k"]),
                             restore_cap=int(p22["restore_cap"]), ablation_arms=ablation_arms)
     reader = make_reader(subject, questions, histories, seed, profile)
-    return arms.records(reads, arms.read_all(plan, reader), {q.question_id: q for q in questions}, reader.model)
-
-def check_reads(reads: Sequence[arms.Read], questions: Sequence[Question], restore_cap: int,
-                histories: Mapping[str, Sequence[Unit]] | None = None) -> None:
-    """The construction's identities, on the reads themselves (notebook 22's checks):
-    restore holds every gold unit; injected contexts fit the cap, gold counted (or are the gold
-    alone where it exceeds the cap); forced-gold reads restore's very context exactly when no
-    gold was evicted; restore_surviving reads the forced-gold context; the placebo holds no gold
-    and as many snippets as the restore. ``histories``: the questions' units, if already at hand."""
-    unit_index = {q.question_id: {u.unit_id: u for u in (units.units_of(q) if histories is None
-                                                         else histories[q.question_id])} for q in questions}
-    gold_index = {qid: {i for i, u in us.items() if u.is_gold} for qid, us in unit_index.items()}
-    by_cell: dict[tuple, dict[tuple, arms.Read]] = {}
-    for r in reads:
-        us = unit_index[r.question_id]
-        gold_ids = gold_index[r.question_id]
-        if r.arm in ("restore", "restore_surviving") or (r.regime == "forced_gold" and r.arm == "policy"):
-            gold_tokens = sum(us[i].tokens for i in r.unit_ids if us[i].is_gold)
-            total = sum(us[i].tokens for i in r.unit_ids)
-            assert total <= restore_cap or (gold_tokens > restore_cap and set(r.unit_ids) <= gold_ids), (
-                f"{r.question_id} {r.policy}@{r.budget} {r.arm}: {total} tokens over the cap {restore_cap}")
-        if r.arm == "restore":
-            assert gold_ids <= set(r.unit_ids), f"{r.question_id} {r.policy}@{r.budget}: restore lacks gold"
-        if r.arm == "placebo":
-            assert not gold_ids & set(r.unit_ids), f"{r.question_id} {r.policy}@{r.budget}: placebo holds gold"
-        if r.arm != "clean_gold":
-            by_cell.setdefault((r.question_id, r.policy, r.budget, r.seed), {})[(r.arm, r.regime)] = r
-    for cell, rs in by_cell.items():
-        restore, fg = rs.get(("restore", "forced_gold")), rs.get(("policy", "forced_gold"))
-        if restore and fg:
-            assert (fg.prompt == restore.prompt) == (fg.n_gold_evicted == 0), f"{cell}: forced-gold vs restore"
-        for regime in ("topk", "forced_gold"):
-            surv = rs.get(("restore_surviving", regime))
-            if surv and fg:
-                assert surv.prompt == fg.prompt, f"{cell}: restore_surviving is not the forced-gold context"
-            pl, rst = rs.get(("placebo", regime)), rs.get(("restore", regime))
-            if pl and rst:
-                assert len(pl.unit_ids) == len(rst.unit_ids), f"{cell}: placebo and restore differ in snippets"
-
+    return grading.records(reads, arms.read_all(plan, reader), {q.question_id: q for q in questions}, reader.model)
 
 CHAT_TEMPLATE_TOKENS = tokens.CHAT_TEMPLATE_TOKENS
 
@@ -244,18 +180,18 @@ def read_and_judge(reads: Sequence[arms.Read], plan: arms.ReadPlan, questions: S
     if endpoints.judge_available():
         judge = llm.get_client("judge")
         judge_model = judge.model
-        judge_replies = arms.judge_all([(by_id[r.question_id].question, by_id[r.question_id].answer,
+        judge_replies = grading.judge_all([(by_id[r.question_id].question, by_id[r.question_id].answer,
                                          answers[r.prompt]) for r in reads], judge)
-    records = arms.records(reads, answers, by_id, reader.model, judge_replies, judge_model, llm.parse_label)
+    records = grading.records(reads, answers, by_id, reader.model, judge_replies, judge_model, llm.parse_label)
     if judge_audit_items <= 0:
         note = "judge audit off (judge_audit_items = 0)"
     elif (why := endpoints.judge_audit_unavailable()) is not None:
         note = f"judge audit skipped: {why}"
     else:
         audit = llm.get_client("judge_audit")
-        rows = arms.judge_audit(records, by_id, audit, n_items=judge_audit_items, seed=seed,
+        rows = grading.judge_audit(records, by_id, audit, n_items=judge_audit_items, seed=seed,
                                 parse_label=llm.parse_label)
-        records = arms.combine(records, rows)
+        records = grading.combine(records, rows)
         note = (f"judge audit: {audit.model} re-graded {len(rows)} sampled items "
                 f"({int(rows['correct'].isna().sum())} without a label)")
     return Reading(answers, records, judge_model, note)
@@ -272,7 +208,7 @@ class RunResult:
 
 def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunResult:
     """Notebooks 20–22 for ``profile`` with the named reader, writing ``out/records/<reader>.parquet``
-    (:func:`memlife.restore.arms.write_records`: another reader's file in ``out/records`` stays, and
+    (:func:`memlife.restore.reading.grading.write_records`: another reader's file in ``out/records`` stays, and
     ``decompose.load_records(out / "records")`` reads both), ``out/evictions.parquet`` and
     ``out/importance.parquet``; nothing else is written but the llm cache and usage log."""
     reader_factory(reader_name)  # before any work: a typo costs nothing
@@ -294,8 +230,8 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     evictions = evict.evict_grid(histories, policies, list(p.budgets), list(p.seeds), importance)
     evict.to_frame(evictions).to_parquet(out / "evictions.parquet", index=False)
     log(f"{len(evictions)} evictions: {', '.join(s.name for s in policies)}")
-    reads, plan = plan_grid(questions, evictions, k=p.k, restore_cap=p.restore_cap, ablation_arms=p.ablation_arms)
-    check_reads(reads, questions, p.restore_cap)
+    reads, plan = arms.plan_grid(questions, evictions, k=p.k, restore_cap=p.restore_cap, ablation_arms=p.ablation_arms)
+    arms.check_reads(reads, questions, p.restore_cap)
     log(f"{plan.naive_calls} reads, {plan.distinct_calls} distinct prompts"
         f"{' (ablation arms on)' if p.ablation_arms else ''}")
     reader = make_reader(reader_name, questions, histories, p.seed, profile)
@@ -303,5 +239,5 @@ def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunRes
     reading = read_and_judge(reads, plan, questions, reader, reader_max_tokens=p.reader_max_tokens,
                              judge_audit_items=p.judge_audit_items, seed=p.seed)
     log(reading.audit_note)
-    [path] = arms.write_records(reading.records, out / "records")
+    [path] = grading.write_records(reading.records, out / "records")
     return RunResult(path, reading.records, plan.naive_calls, plan.distinct_calls, reading.audit_note)

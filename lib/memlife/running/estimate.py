@@ -28,7 +28,7 @@ Before it starts, an estimate says how long the last one of the profile took her
 
 Temp-LoRA trains before it answers, which no call count shows: where notebook 12 runs it, the
 estimate also says what its training costs on this machine — every history's chunks x epochs
-gradient steps (`memops.systems.temp_lora_schedule`), times the seconds one step of the longest
+gradient steps (`memops.systems.baselines.temp_lora_schedule`), times the seconds one step of the longest
 kind takes here, measured (`measure_temp_lora_step`) and scaled by each step's tokens — for
 every setting of the profile, those its `temp_lora_settings` leave out included.
 """
@@ -51,7 +51,7 @@ from memlife.running import scale
 CALLING = tuple(sorted({nb for calling in config.NOTEBOOK_ROLES if calling != "00_backend"
                         for nb in (calling, *config.upstream(calling))}))
 # What a notebook reads from the project itself rather than from an earlier notebook.
-# MemOS's own environment is found under the project root (memops.systems.memos_python): without
+# MemOS's own environment is found under the project root (memops.systems.baselines.memos_python): without
 # it the scratch run would skip MemOS and count none of its calls.
 _SHARED = ("configs", *scale.INPUTS)
 
@@ -264,8 +264,8 @@ def temp_lora_cost(profile: str, roots: list[Path], *, root: Path | None = None,
     their tokens (the embedded model's), gradient steps (chunks x epochs) and estimated hours, and
     whether the profile runs it there (`temp_lora_settings`). None when notebook 12 does not run
     Temp-LoRA. The dataset is read from the first of `roots` that has it."""
-    from memlife.memops import evaluate, reading, temp_lora
-    from memlife.memops.schema import load_instances
+    from memlife.memops.systems import answering, reading, temp_lora
+    from memlife.memops.data.schema import load_instances
     from memlife.models import tokens
 
     params = config.notebook_params(profile, "12_memops_eval", root)
@@ -276,7 +276,7 @@ def temp_lora_cost(profile: str, roots: list[Path], *, root: Path | None = None,
     data = next((f for f in found if f.is_file()), None)
     if data is None:
         raise FileNotFoundError(f"no MemOps dataset for profile {profile} (looked for {', '.join(map(str, found))})")
-    chosen = evaluate.select_instances(load_instances(data), params.get("max_instances"))
+    chosen = answering.select_instances(load_instances(data), params.get("max_instances"))
     cfg = temp_lora.TempLoRAConfig(epochs=params["temp_lora_epochs"])
     longest = cfg.chunk_tokens + cfg.context_tokens
     if step_seconds is None:

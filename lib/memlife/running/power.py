@@ -2,7 +2,7 @@
 
     python -m memlife.running.power --profile paper --out results/paper/power.json
 
-For every claim the notebooks test (`memlife.memops.power.claims`, `memlife.restore.power.claims`)
+For every claim the notebooks test (`memlife.memops.analyses.power.claims`, `memlife.restore.analyses.power.claims`)
 it simulates `reps` runs at each size of the track's grid (topics for MemOps; questions for the
 restore audit, at `--grid-seeds` seeds), and at the profile's own size and seeds, analyses each
 with the notebooks' code, and writes one JSON object:
@@ -70,7 +70,7 @@ def min_n_boot(alpha: float = 0.05, family: int = LARGEST_FAMILY) -> int:
 
 @dataclass(frozen=True)
 class Assumptions:
-    """What the papers do not print, as parameters (memops.power.Model, restore.power.Model)."""
+    """What the papers do not print, as parameters (memops.analyses.power.Model, restore.analyses.power.Model)."""
 
     two_bin_30k: float = 1.0
     topic_correlation: float = 0.05
@@ -82,8 +82,8 @@ class Assumptions:
 def _models(seeds: int, a: Assumptions):
     import gc
 
-    from memlife.memops import power as mp
-    from memlife.restore import power as rp
+    from memlife.memops.analyses import power as mp
+    from memlife.restore.analyses import power as rp
 
     m = mp.paper_model(topic_correlation=a.topic_correlation, probe_correlation=a.probe_correlation)
     r = rp.paper_model(two_bin_30k=a.two_bin_30k, seeds=seeds, reader_correlation=a.reader_correlation)
