@@ -17,7 +17,7 @@ from conftest import completion
 
 HERE = Path(__file__).parent
 INSTANCE = Instance.model_validate(json.loads((HERE / "data" / "memops_instance.json").read_text()))
-WORKER = HERE.parent / "lib" / "memlife" / "memops" / "memos_worker.py"
+WORKER = HERE.parent / "lib" / "memlife" / "memops" / "systems" / "memos_worker.py"
 CHAT = {"model": "x", "messages": [{"role": "user", "content": "extract my memories"}]}
 
 

@@ -151,11 +151,11 @@ def test_the_audit_sample_is_seeded_and_deterministic(grid):
     items = list(grading.ITEM_COLUMNS)
     a = grading.audit_sample(rec, 40, seed=0)
     assert len(a) == 40 and not a.duplicated(items).any()
-    assert (a["judge"] == arms.DETERMINISTIC_JUDGE).all()
+    assert (a["judge"] == grading.DETERMINISTIC_JUDGE).all()
     shuffled = rec.sample(frac=1, random_state=1)
     pd.testing.assert_frame_equal(grading.audit_sample(shuffled, 40, seed=0), a)
     assert not grading.audit_sample(rec, 40, seed=1)[items].equals(a[items])
-    n_items = (rec["judge"] == arms.DETERMINISTIC_JUDGE).sum()
+    n_items = (rec["judge"] == grading.DETERMINISTIC_JUDGE).sum()
     assert len(grading.audit_sample(rec, 10**6, seed=0)) == n_items
     assert grading.audit_sample(rec, 0, seed=0).empty
 
@@ -165,7 +165,7 @@ def test_the_audit_is_skipped_without_a_capable_endpoint(grid, isolated_llm, fau
     got = pipeline.read_and_judge(grid.reads, grid.plan, grid.questions, reader, reader_max_tokens=600,
                                   judge_audit_items=20)
     assert got.audit_note.startswith("judge audit skipped: no endpoint is configured for the judge_audit role")
-    assert set(got.records["judge"]) == {arms.DETERMINISTIC_JUDGE}
+    assert set(got.records["judge"]) == {grading.DETERMINISTIC_JUDGE}
     assert sum(fault_server.received.values()) == 0
     # The audit model must differ from the primary judge's: the same name replays its grades.
     for role in ("judge", "judge_audit"):
@@ -235,8 +235,8 @@ def test_the_audit_judge_regrades_the_sample_and_agreement_is_reported(grid, iso
     pd.testing.assert_frame_equal(decompose.decompose(decompose.observations(got.records)),
                                   decompose.decompose(decompose.observations(plain)))
     ag = paper_analyses.judge_agreement(got.records)
-    row = paper_analyses.audit_agreement(ag[ag["reader"] == reader.model], arms.DETERMINISTIC_JUDGE)
-    assert {row.judge_a, row.judge_b} == {"audit:fake-audit", arms.DETERMINISTIC_JUDGE}
+    row = paper_analyses.audit_agreement(ag[ag["reader"] == reader.model], grading.DETERMINISTIC_JUDGE)
+    assert {row.judge_a, row.judge_b} == {"audit:fake-audit", grading.DETERMINISTIC_JUDGE}
     assert (row.n_items, row.n_excluded) == (n - n_failed, n_failed)
     ok = [t for t in key if audit_label[t] is not None]
     po, kappa = _expected_agreement([det[t] for t in ok], [audit_label[t] for t in ok])

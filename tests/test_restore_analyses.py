@@ -188,7 +188,7 @@ def test_judge_agreement_by_hand():
 def test_undecided_share_and_the_llm_filled_items_left_out_of_agreement():
     """The deterministic judge's UNDECIDED items per reader x type; where the LLM judge filled one
     in, the agreement leaves it out (it would be the LLM judge agreeing with itself)."""
-    det, llm = d.DETERMINISTIC_JUDGE, "llm"
+    det, llm = grading.DETERMINISTIC_JUDGE, "llm"
     rows = []
     for q, qtype, raw, ok in [("q1", "multi-session", "CORRECT", True),
                               ("q2", "multi-session", "UNDECIDED", None),
@@ -336,13 +336,13 @@ def test_load_run_reads_a_profiles_records_and_picks_the_headline_reader_and_jud
     with pytest.raises(FileNotFoundError, match="run notebooks/22_read_restore.ipynb first"):
         paper_analyses.load_run("smoke")
     rec = simulate_records(5, judges=("deterministic", "zz-llm-judge"))
-    legacy = d.legacy_records_path(paths.layout("smoke").run)
+    legacy = grading.legacy_records_path(paths.layout("smoke").run)
     legacy.parent.mkdir(parents=True)
     rec.to_parquet(legacy, index=False)
     with pytest.raises(FileNotFoundError, match="single records file from before per-reader records"):
         paper_analyses.load_run("smoke")
     legacy.unlink()
-    path = d.records_dir(paths.layout("smoke").run)
+    path = grading.records_dir(paths.layout("smoke").run)
     grading.write_records(rec, path)
     run = paper_analyses.load_run("smoke")
     assert run.path == path and len(run.records) == len(rec)

@@ -187,14 +187,14 @@ def test_an_undecided_item_is_unlabelled_or_graded_by_the_llm_judge(dataset):
     assert len(df) == 1 and df["correct"].isna().all() and df["judge_raw"].tolist() == [answer_judge.UNDECIDED]
     replies = {(rubric.question, rubric.answer, "Try roasted chickpeas."): "CORRECT"}
     df = grading.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
-    det = df[df.judge == arms.DETERMINISTIC_JUDGE].iloc[0]
+    det = df[df.judge == grading.DETERMINISTIC_JUDGE].iloc[0]
     assert det["correct"] and det["judge_raw"] == "UNDECIDED -> fake-judge: CORRECT"
     assert df.loc[df.judge == "fake-judge", "judge_raw"].tolist() == ["CORRECT"]
     # a decided item keeps its own label whatever the LLM judge says
     answers = {reads[0].prompt: "I don't know."}
     replies = {(rubric.question, rubric.answer, "I don't know."): "CORRECT"}
     df = grading.records(reads, answers, {q.question_id: rubric}, "r", replies, "fake-judge", llm.parse_label)
-    det = df[df.judge == arms.DETERMINISTIC_JUDGE].iloc[0]
+    det = df[df.judge == grading.DETERMINISTIC_JUDGE].iloc[0]
     assert det["correct"] == False and det["judge_raw"] == answer_judge.INCORRECT  # noqa: E712
     # the decomposition excludes the unlabelled observations and counts them
     evs = evict.evict_grid({q.question_id: hist[q.question_id]}, ["fifo"], [200], [0, 1])

@@ -5,6 +5,7 @@ import pytest
 
 from memlife.longmem import Question
 from memlife.restore.analyses import decompose as d
+from memlife.restore.judging import grading
 from memlife.restore.analyses import residuals
 
 Q = {
@@ -50,7 +51,7 @@ CASES = [
     # a wrong name
     ("cat", "Your cat is called Milo.", "llm-judge", "other"),
     # the deterministic scorer never counts as strict against itself: its own "wrong" stays a reader error
-    ("sum", "You spent $185... no, $65 on gifts.", d.DETERMINISTIC_JUDGE, "cross_session_aggregation"),
+    ("sum", "You spent $185... no, $65 on gifts.", grading.DETERMINISTIC_JUDGE, "cross_session_aggregation"),
 ]
 
 

@@ -11,7 +11,7 @@ from memlife import subjects as ref
 from memlife.restore import pipeline
 from memlife.restore.eviction import evict
 from memlife.restore.reading import arms, prompts
-from memlife.restore.judging import answer_judge
+from memlife.restore.judging import answer_judge, grading
 from memlife.restore.analyses import controls, decompose, paper_analyses
 from memlife.restore.reading import subjects as rsub
 
@@ -70,7 +70,7 @@ def test_the_reference_subjects_are_always_decided(grid):
         rec, _ = controls.read(grid, subject)
         share = paper_analyses.undecided_share(rec)
         assert share["n_items"].sum() > 0 and (share["n_undecided"] == 0).all(), share
-        det = rec[rec["judge"] == arms.DETERMINISTIC_JUDGE]
+        det = rec[rec["judge"] == grading.DETERMINISTIC_JUDGE]
         assert det["correct"].notna().all() and det["judge_raw"].isin(["CORRECT", "INCORRECT"]).all()
 
 

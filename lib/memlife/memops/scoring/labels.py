@@ -25,7 +25,8 @@ from memlife.memops.systems.answering import REPLY_COLUMNS, EvalConfig, Journal,
 
 LABEL_COLUMNS = ("accuracy", "operation", "provenance", "leakage", "stale", "reflect")  # True/False/None (boolean)
 # A record: the reply's columns and the scorer's (op_f1 a number, `undecided` the labels it could not decide)
-RECORD_COLUMNS = (*REPLY_COLUMNS, "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect", "operation", "undecided")
+RECORD_COLUMNS = (*REPLY_COLUMNS, "accuracy", "op_f1", "provenance", "leakage", "stale", "reflect", "operation",
+                  "undecided")
 
 
 def scored(rec: dict, inst: Instance, probe) -> dict:
@@ -83,8 +84,8 @@ def judge_reply(inst: Instance, probe, parsed, client) -> dict:
 
 
 def _reply_key(rec: dict) -> str:
-    """What a verdict is a verdict on: the reply (its run key, probe and raw text)."""
-    blob = json.dumps([rec["run_key"], rec["instance_id"], rec["probe_id"], rec["raw"]])
+    """What a verdict is a verdict on: one reply (its system, setting, run key, probe and raw text)."""
+    blob = json.dumps([rec["system"], rec["setting"], rec["run_key"], rec["instance_id"], rec["probe_id"], rec["raw"]])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -101,19 +102,21 @@ def _judged(out_dir: Path, records: list[dict], instances: list[Instance], cfg: 
     for system, setting in sorted({(r["system"], r["setting"]) for r in wanted}):
         j = journals[(system, setting)] = Journal(out_dir / "judge" / f"{system}__{setting}.jsonl")
         done.update({v["reply_key"]: v for v in j.read()})
-    verdicts: dict[int, dict] = {}
+    out = []
     with progress_bar(total=len(wanted), desc="replies judged", disable=not progress) as bar:
-        for rec in wanted:
+        for rec in records:
+            if not wants_judge(rec, cfg.judge_sample, cfg.seed):
+                out.append(rec)
+                continue
             key = _reply_key(rec)
             if key not in done:
                 inst, probe = probes[(rec["instance_id"], rec["probe_id"])]
-                v = {"reply_key": key, **judge_reply(inst, probe, parse_response(rec["raw"], rec.get("finish_reason")), client)}
-                journals[(rec["system"], rec["setting"])].append(v)
-                done[key] = v
-            verdicts[id(rec)] = {k: v for k, v in done[key].items() if k != "reply_key"}
+                parsed = parse_response(rec["raw"], rec.get("finish_reason"))
+                done[key] = {"reply_key": key, **judge_reply(inst, probe, parsed, client)}
+                journals[(rec["system"], rec["setting"])].append(done[key])
+            out.append({**rec, **{k: v for k, v in done[key].items() if k != "reply_key"}})
             bar.update(1)
-    return [{**r, **verdicts.get(id(r), {})} for r in records]
-
+    return out
 
 def run(replies, instances: list[Instance], cfg: EvalConfig, out_dir: Path, *, judge_client=None,
         progress: bool = True):
