@@ -208,7 +208,7 @@ class RunResult:
 
 def run(profile: str, reader_name: str, out: Path | str, *, log=print) -> RunResult:
     """Notebooks 20–22 for ``profile`` with the named reader, writing ``out/records/<reader>.parquet``
-    (:func:`memlife.restore.reading.grading.write_records`: another reader's file in ``out/records`` stays, and
+    (:func:`memlife.restore.judging.grading.write_records`: another reader's file in ``out/records`` stays, and
     ``decompose.load_records(out / "records")`` reads both), ``out/evictions.parquet`` and
     ``out/importance.parquet``; nothing else is written but the llm cache and usage log."""
     reader_factory(reader_name)  # before any work: a typo costs nothing

@@ -28,7 +28,7 @@ Before it starts, an estimate says how long the last one of the profile took her
 
 Temp-LoRA trains before it answers, which no call count shows: where notebook 12 runs it, the
 estimate also says what its training costs on this machine — every history's chunks x epochs
-gradient steps (`memops.systems.baselines.temp_lora_schedule`), times the seconds one step of the longest
+gradient steps (`memops.systems.temp_lora.temp_lora_schedule`), times the seconds one step of the longest
 kind takes here, measured (`measure_temp_lora_step`) and scaled by each step's tokens — for
 every setting of the profile, those its `temp_lora_settings` leave out included.
 """
@@ -51,7 +51,7 @@ from memlife.running import scale
 CALLING = tuple(sorted({nb for calling in config.NOTEBOOK_ROLES if calling != "00_backend"
                         for nb in (calling, *config.upstream(calling))}))
 # What a notebook reads from the project itself rather than from an earlier notebook.
-# MemOS's own environment is found under the project root (memops.systems.baselines.memos_python): without
+# MemOS's own environment is found under the project root (memops.systems.managed.memos_python): without
 # it the scratch run would skip MemOS and count none of its calls.
 _SHARED = ("configs", *scale.INPUTS)
 
