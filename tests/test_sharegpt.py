@@ -2,6 +2,7 @@
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,18 @@ def test_task_chat_holds_s_sessions_verbatim(split, task_chat):
     assert len(sharegpt.task_chat()) == len(task_chat)
     # nearly all of the split is English chat; what is left out is another language or speaker
     assert 0.9 * len(split) < len(task_chat) < len(split)
+
+
+def test_a_wheels_file_is_found_without_importing_it_and_a_missing_one_says_how_to_install_it(tmp_path, monkeypatch):
+    from memlife.base.paths import wheel_file
+
+    pkg = tmp_path / "shipped_data"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise RuntimeError('the package was imported')\n")
+    (pkg / "data" / "f.json").write_text("[]")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert wheel_file("shipped_data", "shipped-data==1.0", Path("data/f.json"), "the file") == pkg / "data" / "f.json"
+    with pytest.raises(FileNotFoundError, match=r"holds no the other file; reinstall shipped-data==1.0"):
+        wheel_file("shipped_data", "shipped-data==1.0", Path("data/g.json"), "the other file")
+    with pytest.raises(FileNotFoundError, match=r"pip install --no-deps no-such-wheel==2"):
+        wheel_file("no_such_wheel_here", "no-such-wheel==2", Path("x"), "its file")

