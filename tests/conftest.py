@@ -50,3 +50,12 @@ def completion(text, **fields):
 
     base = dict(prompt_tokens=7, completion_tokens=3, cached=False, latency_s=0.0, request_id="r1", model="fake-model")
     return accounting.Completion(text=text, **{**base, **fields})
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files that hold a slow test first, each file's tests in their own order. `make test`
+    spreads files over the cores (`--dist loadfile`), each core taking the next file as it
+    finishes: started first, the few minute-long files (the estimate's, the ones running notebooks
+    through make) do not leave one core running the last of them while the other waits."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: the collection's order otherwise
